@@ -1,0 +1,3 @@
+"""emel: memory planning for ML computation graphs (see emel.memory)."""
+
+__version__ = "0.1.0"
