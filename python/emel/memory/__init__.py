@@ -1,5 +1,15 @@
-"""emel.memory: tensor memory planning for ML computation graphs."""
+"""emel.memory: tensor memory planning for ML computation graphs.
+
+>>> import emel.memory as mm
+>>> plan = mm.plan(mm.load_graph("graph.json"), mode="inference")   # doctest: +SKIP
+>>> plan.arenas["activations"].size                                  # doctest: +SKIP
+"""
 
 from .errors import FAILURE_CODES, PlanError
+from .graph import Graph, load_graph
+from .planning import MODES, STRATEGIES, ArenaPlacement, Plan, TensorPlacement, plan, plan_json
 
-__all__ = ["FAILURE_CODES", "PlanError"]
+__all__ = [
+    "FAILURE_CODES", "PlanError", "Graph", "load_graph", "MODES", "STRATEGIES",
+    "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
+]

@@ -1,0 +1,286 @@
+"""Graphs: the `emel.graph/1` document model, its reader and a builder.
+
+The document is checked here for its shape and types (phase A of
+docs/algorithm.md §1); everything that needs the whole graph — ids, sizes,
+views, the execution order — is checked by the C++ core when the graph is
+planned or on :meth:`Graph.validate`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from .errors import PlanError
+
+FORMAT = "emel.graph/1"
+ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
+PHASES = ("forward", "backward")
+_U64_MAX = 2**64 - 1
+
+_TENSOR_KEYS = ("id", "shape", "dtype", "role", "nbytes", "arena", "alignment",
+                "saved_for_backward", "can_inplace", "view_of", "must_not_alias")
+
+
+def _invalid(message: str, tensor: str | None = None, node: str | None = None) -> PlanError:
+    return PlanError("INVALID_IR_SHAPES", message, tensor=tensor, node=node)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _where(kind: str, index: int, ident: Any) -> str:
+    return f"{kind} {ident!r}" if isinstance(ident, str) and ident else f"{kind} #{index}"
+
+
+def _check_u64(value: Any, what: str, tensor: str | None) -> int:
+    if not _is_int(value) or value < 0:
+        raise _invalid(f"{what} must be an integer >= 0, got {value!r}", tensor=tensor)
+    if value > _U64_MAX:
+        raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
+                        tensor=tensor)
+    return value
+
+
+def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise _invalid(f"{what} must be a list of id strings, got {value!r}",
+                       tensor=tensor, node=node)
+    return list(value)
+
+
+def normalize_tensor(raw: Any, index: int) -> dict:
+    """Phase A for one tensor entry; returns the entry with defaults dropped."""
+    if not isinstance(raw, dict):
+        raise _invalid(f"tensor #{index} must be an object, got {type(raw).__name__}")
+    get = lambda key: raw.get(key)  # noqa: E731  (null counts as absent)
+    tid = get("id")
+    if not isinstance(tid, str) or not tid:
+        raise _invalid(f"tensor #{index}: 'id' must be a non-empty string, got {tid!r}")
+    where = f"tensor {tid!r}"
+    shape = get("shape")
+    if not isinstance(shape, list):
+        raise _invalid(f"{where}: 'shape' must be a list of integers, got {shape!r}", tensor=tid)
+    for dim in shape:
+        _check_u64(dim, f"{where}: dimension", tid)
+    dtype = get("dtype")
+    if not isinstance(dtype, str) or not dtype:
+        raise _invalid(f"{where}: 'dtype' must be a non-empty string, got {dtype!r}", tensor=tid)
+    role = get("role")
+    if role not in ROLES:
+        raise _invalid(f"{where}: 'role' must be one of {', '.join(ROLES)}; got {role!r}",
+                       tensor=tid)
+    entry = {"id": tid, "shape": list(shape), "dtype": dtype, "role": role}
+    if get("nbytes") is not None:
+        entry["nbytes"] = _check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
+    if get("arena") is not None:
+        if not isinstance(get("arena"), str) or not get("arena"):
+            raise _invalid(f"{where}: 'arena' must be a non-empty string", tensor=tid)
+        entry["arena"] = get("arena")
+    if get("alignment") is not None:
+        align = get("alignment")
+        if not _is_int(align):
+            raise _invalid(f"{where}: 'alignment' must be an integer, got {align!r}", tensor=tid)
+        if align < 1 or align & (align - 1):
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"{where}: alignment must be a power of two, got {align}", tensor=tid)
+        if align > _U64_MAX:
+            raise PlanError("ALLOCATION_OVERFLOW", f"{where}: alignment {align} does not fit in 64 bits",
+                            tensor=tid)
+        entry["alignment"] = align
+    for flag in ("saved_for_backward", "can_inplace"):
+        if get(flag) is not None:
+            if not isinstance(get(flag), bool):
+                raise _invalid(f"{where}: '{flag}' must be true or false, got {get(flag)!r}",
+                               tensor=tid)
+            if get(flag):
+                entry[flag] = True
+    if get("view_of") is not None:
+        view = get("view_of")
+        if not isinstance(view, dict) or not isinstance(view.get("base"), str):
+            raise _invalid(f"{where}: 'view_of' must be an object with a string 'base', got {view!r}",
+                           tensor=tid)
+        offset = view.get("byte_offset")
+        offset = 0 if offset is None else _check_u64(offset, f"{where}: view byte_offset", tid)
+        entry["view_of"] = {"base": view["base"], "byte_offset": offset}
+    if get("must_not_alias") is not None:
+        ids = _check_id_list(get("must_not_alias"), f"{where}: 'must_not_alias'", tensor=tid)
+        if ids:
+            entry["must_not_alias"] = ids
+    return entry
+
+
+def normalize_node(raw: Any, index: int) -> dict:
+    """Phase A for one node entry."""
+    if not isinstance(raw, dict):
+        raise _invalid(f"node #{index} must be an object, got {type(raw).__name__}")
+    nid = raw.get("id")
+    if not isinstance(nid, str) or not nid:
+        raise _invalid(f"node #{index}: 'id' must be a non-empty string, got {nid!r}")
+    op = raw.get("op")
+    if not isinstance(op, str):
+        raise _invalid(f"node {nid!r}: 'op' must be a string, got {op!r}", node=nid)
+    entry = {"id": nid, "op": op}
+    for key in ("inputs", "outputs"):
+        value = raw.get(key)
+        entry[key] = [] if value is None else _check_id_list(value, f"node {nid!r}: '{key}'", node=nid)
+    phase = raw.get("phase")
+    if phase is not None:
+        if phase not in PHASES:
+            raise _invalid(f"node {nid!r}: 'phase' must be 'forward' or 'backward', got {phase!r}",
+                           node=nid)
+        entry["phase"] = phase
+    return entry
+
+
+class Graph:
+    """A computation graph: tensors, nodes in execution order, outputs.
+
+    Build one in code with :meth:`tensor` and :meth:`node`, or read one with
+    :func:`load_graph`. Entries are checked as they are added; the whole graph
+    is validated when planned (or by :meth:`validate`).
+    """
+
+    def __init__(self, name: str = "", source: str = ""):
+        self.name = name
+        self.source = source
+        self.tensors: list[dict] = []
+        self.nodes: list[dict] = []
+        self.execution_order: list[str] | None = None
+        self.outputs: list[str] = []
+
+    # -- building -----------------------------------------------------------
+    def tensor(self, id: str, shape: Iterable[int], dtype: str = "float32",
+               role: str = "activation", *, nbytes: int | None = None,
+               arena: str | None = None, alignment: int | None = None,
+               saved_for_backward: bool = False, can_inplace: bool = False,
+               view_of: str | None = None, byte_offset: int = 0,
+               must_not_alias: Iterable[str] | None = None) -> str:
+        """Add a tensor; returns its id."""
+        raw = {"id": id, "shape": list(shape), "dtype": dtype, "role": role, "nbytes": nbytes,
+               "arena": arena, "alignment": alignment,
+               "saved_for_backward": saved_for_backward, "can_inplace": can_inplace,
+               "must_not_alias": list(must_not_alias) if must_not_alias is not None else None}
+        if view_of is not None:
+            raw["view_of"] = {"base": view_of, "byte_offset": byte_offset}
+        self.tensors.append(normalize_tensor(raw, len(self.tensors)))
+        return id
+
+    def node(self, id: str, op: str, inputs: Iterable[str] = (), outputs: Iterable[str] = (),
+             phase: str | None = None) -> str:
+        """Add a node (runs after the nodes added before it); returns its id."""
+        raw = {"id": id, "op": op, "inputs": list(inputs), "outputs": list(outputs),
+               "phase": phase}
+        self.nodes.append(normalize_node(raw, len(self.nodes)))
+        return id
+
+    # -- documents ----------------------------------------------------------
+    @classmethod
+    def from_dict(cls, doc: Any) -> "Graph":
+        """Read an `emel.graph/1` document (phase A checks)."""
+        if not isinstance(doc, dict):
+            raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
+        if doc.get("format") != FORMAT:
+            raise _invalid(f"'format' must be {FORMAT!r}, got {doc.get('format')!r}")
+        for key in ("tensors", "nodes"):
+            if not isinstance(doc.get(key), list):
+                raise _invalid(f"'{key}' must be a list, got {type(doc.get(key)).__name__}")
+        for key in ("name", "source"):
+            if doc.get(key) is not None and not isinstance(doc[key], str):
+                raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
+        g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
+        g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
+        g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
+        if doc.get("execution_order") is not None:
+            g.execution_order = _check_id_list(doc["execution_order"], "'execution_order'")
+        if doc.get("outputs") is not None:
+            g.outputs = _check_id_list(doc["outputs"], "'outputs'")
+        return g
+
+    def to_dict(self) -> dict:
+        """The graph as an `emel.graph/1` document."""
+        doc: dict[str, Any] = {"format": FORMAT, "name": self.name}
+        if self.source:
+            doc["source"] = self.source
+        doc["tensors"] = [_copy_entry(t) for t in self.tensors]
+        doc["nodes"] = [_copy_entry(n) for n in self.nodes]
+        if self.execution_order is not None:
+            doc["execution_order"] = list(self.execution_order)
+        if self.outputs:
+            doc["outputs"] = list(self.outputs)
+        return doc
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The graph as `emel.graph/1` JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    # -- checks -------------------------------------------------------------
+    def validate(self) -> "Graph":
+        """Run the full validation (docs/algorithm.md §1); raise PlanError."""
+        from . import _core
+        _core.validate(self._core_input())
+        return self
+
+    def _core_input(self):
+        """The graph as the C++ core's GraphInput (built anew: the graph may change)."""
+        from . import _core
+        core = _core.GraphInput()
+        core.name = self.name
+        core.add_tensors([
+            (t["id"], t["shape"], t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
+             t.get("arena", ""), t.get("alignment", 0), t.get("saved_for_backward", False),
+             t.get("can_inplace", False),
+             t["view_of"]["base"] if "view_of" in t else None,
+             t["view_of"]["byte_offset"] if "view_of" in t else 0,
+             t.get("must_not_alias", []))
+            for t in self.tensors])
+        core.add_nodes([
+            (n["id"], 0 if "phase" not in n else 1 + PHASES.index(n["phase"]),
+             n["inputs"], n["outputs"])
+            for n in self.nodes])
+        if self.execution_order is not None:
+            core.set_execution_order(_check_id_list(self.execution_order, "'execution_order'"))
+        core.set_outputs(_check_id_list(self.outputs, "'outputs'"))
+        return core
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def __repr__(self) -> str:
+        return (f"Graph(name={self.name!r}, tensors={len(self.tensors)}, "
+                f"nodes={len(self.nodes)})")
+
+
+def _copy_entry(entry: dict) -> dict:
+    out = {}
+    for key, value in entry.items():
+        out[key] = dict(value) if isinstance(value, dict) else (
+            list(value) if isinstance(value, list) else value)
+    return out
+
+
+def load_graph(source: Any) -> Graph:
+    """A Graph from a path, an `emel.graph/1` dict, a JSON string or a Graph."""
+    if isinstance(source, Graph):
+        return source
+    if isinstance(source, dict):
+        return Graph.from_dict(source)
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return Graph.from_dict(_parse_json(source, "<string>"))
+    if isinstance(source, (str, bytes, os.PathLike)):
+        with open(source, "rb") as f:
+            return Graph.from_dict(_parse_json(f.read(), os.fsdecode(source)))
+    raise TypeError(f"load_graph takes a path, a dict or a JSON string, not {type(source).__name__}")
+
+
+def _parse_json(text: str | bytes, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _invalid(f"{where} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except UnicodeDecodeError as e:
+        raise _invalid(f"{where} is not UTF-8 text: {e}") from None
+    except RecursionError:
+        raise _invalid(f"{where} nests JSON too deeply to be a graph document") from None

@@ -1,0 +1,296 @@
+"""plan(): a graph in, a Plan out (the C++ core does the work)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import _core
+from .errors import PlanError
+from .graph import Graph, load_graph
+
+MODES = ("inference", "forward", "backward")
+STRATEGIES = ("tmmu",)
+DEFAULT_ALIGNMENT = 128
+PLAN_FORMAT = "emel.plan/1"
+_ARENA_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persistent")
+_U64_MAX = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class TensorPlacement:
+    """Where one tensor lives. Views have ``view_of`` and no slot or lifetime."""
+    arena: str
+    offset: int
+    size: int
+    slot: int | None
+    birth: int | None
+    death: int | None
+    view_of: str | None = None
+    inplace_of: str | None = None
+
+
+@dataclass(frozen=True)
+class ArenaPlacement:
+    """One arena of a plan."""
+    name: str
+    size: int
+    alignment: int
+    slots: int
+    lower_bound: int
+    page_size: int
+    persistent: bool
+    capacity_bytes: int | None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_alignment(value: Any, what: str, arena: str | None = None) -> int:
+    if not _is_int(value):
+        raise PlanError("INVALID_IR_SHAPES", f"{what} must be an integer, got {value!r}", arena=arena)
+    if value < 1 or value & (value - 1) or value > _U64_MAX:
+        raise PlanError("ALIGNMENT_VIOLATION", f"{what} must be a power of two, got {value}",
+                        arena=arena)
+    return value
+
+
+def check_arena_config(arenas: Any) -> dict:
+    """Type-check the ``arenas=`` argument (docs/algorithm.md §1, first step)."""
+    if arenas is None:
+        return {}
+    if not isinstance(arenas, Mapping):
+        raise PlanError("INVALID_IR_SHAPES", f"arenas must map arena names to configs, got {arenas!r}")
+    out = {}
+    for name in arenas:
+        cfg = arenas[name]
+        if not isinstance(name, str) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty strings, got {name!r}")
+        if not isinstance(cfg, Mapping):
+            raise PlanError("INVALID_IR_SHAPES", f"arena {name!r}: config must be a mapping", arena=name)
+        for key in cfg:
+            if key not in _ARENA_KEYS:
+                raise PlanError("INVALID_IR_SHAPES",
+                                f"arena {name!r}: unknown key {key!r} (expected one of "
+                                f"{', '.join(_ARENA_KEYS)})", arena=name)
+        clean = {}
+        if cfg.get("alignment_bytes") is not None:
+            clean["alignment_bytes"] = _check_alignment(cfg["alignment_bytes"],
+                                                        f"arena {name!r}: alignment_bytes", name)
+        for key in ("capacity_bytes", "page_size"):
+            if cfg.get(key) is not None:
+                value = cfg[key]
+                if not _is_int(value) or value < 0 or value > _U64_MAX:
+                    raise PlanError("INVALID_IR_SHAPES",
+                                    f"arena {name!r}: {key} must be an integer in [0, 2^64), got {value!r}",
+                                    arena=name)
+                clean[key] = value
+        if cfg.get("persistent") is not None:
+            if not isinstance(cfg["persistent"], bool):
+                raise PlanError("INVALID_IR_SHAPES", f"arena {name!r}: persistent must be a bool",
+                                arena=name)
+            clean["persistent"] = cfg["persistent"]
+        out[name] = clean
+    return out
+
+
+def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
+         arenas: Mapping | None = None, alignment: int | None = None) -> "Plan":
+    """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
+
+    ``mode``: inference, forward or backward. ``arenas``: per-arena
+    ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
+    ``alignment``: the default alignment of every arena (128). Raises
+    PlanError with the failure code and the offending id.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    config = check_arena_config(arenas)
+    default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
+        alignment, "alignment")
+    g = load_graph(graph)
+    core = _core.plan(g._core_input(), mode, default_alignment, config)
+    return Plan(core, graph_name=g.name)
+
+
+def plan_json(document: Any, **kwargs) -> dict:
+    """JSON in, JSON out: the `emel.plan/1` dict of an `emel.graph/1` document."""
+    return plan(document, **kwargs).to_dict()
+
+
+class Plan:
+    """A memory plan: where every tensor lives, per arena, with metrics.
+
+    ``offsets``, ``births`` and ``deaths`` are NumPy arrays in tensor order
+    (``tensor_ids``); the dict views and the exported document read them, and
+    :meth:`verify` re-checks them, so an edited plan is re-checkable.
+    """
+
+    def __init__(self, core, graph_name: str = ""):
+        self._core = core
+        self.graph_name = graph_name
+        self.mode: str = core.mode
+        self.strategy: str = core.strategy
+        self.steps: int = core.steps
+        self.tensor_ids: list[str] = core.tensor_ids
+        self.offsets: np.ndarray = core.offset
+        self.births: np.ndarray = core.birth
+        self.deaths: np.ndarray = core.death
+        self.sizes: np.ndarray = core.size
+        self._arena_rows: list[dict] = core.arenas
+        self._arena_sizes = [row["size"] for row in self._arena_rows]
+        self._tensors: dict[str, TensorPlacement] | None = None
+
+    # -- views --------------------------------------------------------------
+    @property
+    def tensors(self) -> Mapping[str, TensorPlacement]:
+        """Placement by tensor id."""
+        if self._tensors is None:
+            self._tensors = {
+                tid: TensorPlacement(**{k: v for k, v in entry.items()})
+                for tid, entry in self._tensor_entries(full=True).items()}
+        return self._tensors
+
+    @property
+    def arenas(self) -> dict[str, ArenaPlacement]:
+        return {row["name"]: ArenaPlacement(
+            name=row["name"], size=size, alignment=row["alignment"], slots=row["slots"],
+            lower_bound=row["lower_bound"], page_size=row["page_size"],
+            persistent=row["persistent"], capacity_bytes=row["capacity_bytes"])
+            for row, size in zip(self._arena_rows, self._arena_sizes)}
+
+    @property
+    def metrics(self) -> dict:
+        """The document's metrics plus ``allocation_time_ns`` (wall time, C++)."""
+        m = self._metrics()
+        m["allocation_time_ns"] = self._core.allocation_time_ns
+        return m
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._arena_sizes)
+
+    def _tensor_entries(self, full: bool) -> dict[str, dict]:
+        names = [row["name"] for row in self._arena_rows]
+        ids = self.tensor_ids
+        arena_of = self._core.arena_of.tolist()
+        slot = self._core.slot.tolist()
+        view_base = self._core.view_base.tolist()
+        root = self._core.root.tolist()
+        inplace_of = self._core.inplace_of.tolist()
+        offsets, sizes = self.offsets.tolist(), self.sizes.tolist()
+        births, deaths = self.births.tolist(), self.deaths.tolist()
+        out = {}
+        for i, tid in enumerate(ids):
+            entry = {"arena": names[arena_of[i]], "offset": offsets[i], "size": sizes[i]}
+            if view_base[i] >= 0:
+                entry["view_of"] = ids[root[i]]
+                if full:
+                    entry.update(slot=None, birth=None, death=None)
+            else:
+                entry.update(slot=slot[i], birth=births[i], death=deaths[i])
+                if inplace_of[i] >= 0:
+                    entry["inplace_of"] = ids[inplace_of[i]]
+            out[tid] = entry
+        return out
+
+    def _metrics(self) -> dict:
+        rows = self._arena_rows
+        per = lambda key: {r["name"]: r[key] for r in rows}  # noqa: E731
+        return {
+            "peak_logical_slots": per("slots"),
+            "peak_physical_bytes": {r["name"]: s for r, s in zip(rows, self._arena_sizes)},
+            "lower_bound": per("lower_bound"),
+            "max_live": per("max_live"),
+            "storage_tensors": per("storage_tensors"),
+            "memory_reuse_ratio": per("memory_reuse_ratio"),
+            "internal_fragmentation_ratio": per("internal_fragmentation_ratio"),
+            "total_bytes": sum(self._arena_sizes),
+            "total_lower_bound": sum(r["lower_bound"] for r in rows),
+        }
+
+    # -- export -------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """The `emel.plan/1` document (docs/formats.md)."""
+        arenas = {}
+        for row, size in zip(self._arena_rows, self._arena_sizes):
+            entry = {"size": size, "alignment": row["alignment"], "slots": row["slots"],
+                     "lower_bound": row["lower_bound"], "page_size": row["page_size"],
+                     "persistent": row["persistent"]}
+            if row["capacity_bytes"] is not None:
+                entry["capacity_bytes"] = row["capacity_bytes"]
+            arenas[row["name"]] = entry
+        return {
+            "format": PLAN_FORMAT,
+            "graph": self.graph_name,
+            "mode": self.mode,
+            "strategy": self.strategy,
+            "steps": self.steps,
+            "arenas": arenas,
+            "tensors": self._tensor_entries(full=False),
+            "metrics": self._metrics(),
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The document as text, keys sorted: equal plans are equal strings."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
+
+    def verify(self) -> "Plan":
+        """Re-run the self-check (no live overlap, alignment) on the arrays as they are."""
+        self._core.verify(self.offsets, self.births, self.deaths, self._arena_sizes)
+        return self
+
+    # -- display ------------------------------------------------------------
+    def summary_rows(self) -> list[dict]:
+        rows = []
+        for row, size in zip(self._arena_rows, self._arena_sizes):
+            lb = row["lower_bound"]
+            rows.append({"arena": row["name"], "size": size, "lower_bound": lb,
+                         "ratio": (size / lb) if lb else None, "slots": row["slots"],
+                         "tensors": row["storage_tensors"],
+                         "reuse": row["memory_reuse_ratio"],
+                         "fragmentation": row["internal_fragmentation_ratio"],
+                         "persistent": row["persistent"]})
+        return rows
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{r['arena']}={format_bytes(r['size'])}" for r in self.summary_rows())
+        return (f"<Plan {self.graph_name or '(unnamed)'} mode={self.mode} strategy={self.strategy} "
+                f"tensors={len(self.tensor_ids)} steps={self.steps} total={format_bytes(self.total_bytes)}"
+                f"{' [' + parts + ']' if parts else ''}>")
+
+    def _repr_html_(self) -> str:
+        head = ("<tr><th>arena</th><th>size</th><th>lower bound</th><th>size / bound</th>"
+                "<th>slots</th><th>tensors</th><th>reuse</th><th>fragmentation</th></tr>")
+        body = "".join(
+            f"<tr><td>{html.escape(r['arena'])}{' (persistent)' if r['persistent'] else ''}</td>"
+            f"<td>{format_bytes(r['size'])}</td><td>{format_bytes(r['lower_bound'])}</td>"
+            f"<td>{_ratio_text(r['ratio'])}</td>"
+            f"<td>{r['slots']}</td><td>{r['tensors']}</td><td>{r['reuse']:.1%}</td>"
+            f"<td>{r['fragmentation']:.1%}</td></tr>"
+            for r in self.summary_rows())
+        title = html.escape(f"{self.graph_name or '(unnamed)'}: {self.mode}, {self.strategy}, "
+                            f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
+                            f"{format_bytes(self.total_bytes)}")
+        return f"<div><b>Plan</b> {title}<table>{head}{body}</table></div>"
+
+
+def _ratio_text(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:.3f}"
+
+
+def format_bytes(n: int) -> str:
+    """Human units, binary: 1536 -> '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

@@ -1,0 +1,242 @@
+// pybind11 module emel.memory._core: converts Python values to the core's
+// plain data and back. No planning logic lives here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "emel/memory/errors.hpp"
+#include "emel/memory/graph.hpp"
+#include "emel/memory/plan.hpp"
+
+namespace py = pybind11;
+using namespace emel::memory;
+
+namespace {
+
+template <typename T>
+py::array_t<T> to_numpy(const std::vector<T>& v) {
+    py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+}
+
+// kNone -> -1, so "none" is visible as a negative index in Python.
+py::array_t<int64_t> to_numpy_index(const std::vector<uint32_t>& v) {
+    py::array_t<int64_t> a(static_cast<py::ssize_t>(v.size()));
+    int64_t* out = a.mutable_data();
+    for (size_t i = 0; i < v.size(); ++i) out[i] = v[i] == kNone ? -1 : int64_t{v[i]};
+    return a;
+}
+
+template <typename T>
+std::vector<T> from_numpy(const py::array_t<T, py::array::c_style | py::array::forcecast>& a,
+                          size_t expected, const char* what) {
+    if (a.ndim() != 1 || static_cast<size_t>(a.shape(0)) != expected)
+        throw py::value_error(std::string(what) + ": expected a 1-D array of length " +
+                              std::to_string(expected));
+    return std::vector<T>(a.data(), a.data() + expected);
+}
+
+Mode parse_mode(const std::string& m) {
+    if (m == "inference") return Mode::Inference;
+    if (m == "forward") return Mode::Forward;
+    if (m == "backward") return Mode::Backward;
+    throw py::value_error("mode must be 'inference', 'forward' or 'backward', got '" + m + "'");
+}
+
+// arenas: {name: {"alignment_bytes": int, "capacity_bytes": int, "page_size": int,
+//                 "persistent": bool}}, already type-checked by the Python layer.
+PlanOptions make_options(const std::string& mode, uint64_t default_alignment,
+                         const py::dict& arenas) {
+    PlanOptions opt;
+    opt.mode = parse_mode(mode);
+    opt.default_alignment = default_alignment;
+    for (auto item : arenas) {
+        ArenaConfig c;
+        auto cfg = item.second.cast<py::dict>();
+        if (cfg.contains("alignment_bytes")) {
+            c.has_alignment = true;
+            c.alignment_bytes = cfg["alignment_bytes"].cast<uint64_t>();
+        }
+        if (cfg.contains("capacity_bytes")) {
+            c.has_capacity = true;
+            c.capacity_bytes = cfg["capacity_bytes"].cast<uint64_t>();
+        }
+        if (cfg.contains("page_size")) {
+            c.has_page_size = true;
+            c.page_size = cfg["page_size"].cast<uint64_t>();
+        }
+        if (cfg.contains("persistent")) {
+            c.has_persistent = true;
+            c.persistent = cfg["persistent"].cast<bool>();
+        }
+        opt.arenas[item.first.cast<std::string>()] = c;
+    }
+    return opt;
+}
+
+// A planned graph: the validated graph and its plan, kept together so the plan
+// can be re-checked after a caller edits it.
+struct CorePlan {
+    std::shared_ptr<const Graph> graph;
+    Plan plan;
+};
+
+py::dict arena_dict(const ArenaPlan& a) {
+    py::dict d;
+    d["name"] = a.name;
+    d["persistent"] = a.persistent;
+    d["alignment"] = a.alignment;
+    d["page_size"] = a.page_size;
+    d["capacity_bytes"] = a.has_capacity ? py::object(py::int_(a.capacity)) : py::none();
+    d["size"] = a.size;
+    d["slots"] = a.slot_size.size();
+    d["lower_bound"] = a.lower_bound;
+    d["max_live"] = a.max_live;
+    d["storage_tensors"] = a.storage_tensors;
+    d["memory_reuse_ratio"] = a.memory_reuse_ratio;
+    d["internal_fragmentation_ratio"] = a.internal_fragmentation_ratio;
+    d["slot_sizes"] = to_numpy(a.slot_size);
+    d["slot_offsets"] = to_numpy(a.slot_offset);
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "emel.memory C++ core (use the emel.memory package, not this module)";
+
+    py::register_exception_translator([](std::exception_ptr ep) {
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const PlanError& e) {
+            auto none_if_empty = [](const std::string& s) -> py::object {
+                return s.empty() ? py::object(py::none()) : py::object(py::str(s));
+            };
+            py::object cls = py::module_::import("emel.memory.errors").attr("PlanError");
+            py::object err = cls(error_code_name(e.code), e.message, none_if_empty(e.tensor),
+                                 none_if_empty(e.node), none_if_empty(e.arena));
+            PyErr_SetObject(cls.ptr(), err.ptr());
+        }
+    });
+
+    py::class_<GraphInput, std::shared_ptr<GraphInput>>(m, "GraphInput")
+        .def(py::init<>())
+        .def_readwrite("name", &GraphInput::name)
+        .def_property_readonly("num_tensors", &GraphInput::num_tensors)
+        .def_property_readonly("num_nodes", &GraphInput::num_nodes)
+        .def(
+            "add_tensors",
+            [](GraphInput& in, const py::list& rows) {
+                // row: (id, shape, dtype, nbytes|None, role, arena, alignment, saved,
+                //       can_inplace, base|None, byte_offset, must_not_alias)
+                std::vector<uint64_t> shape;
+                for (auto item : rows) {
+                    auto r = item.cast<py::tuple>();
+                    shape.clear();
+                    for (auto d : r[1].cast<py::list>()) shape.push_back(d.cast<uint64_t>());
+                    const bool has_nbytes = !r[3].is_none();
+                    const bool view = !r[9].is_none();
+                    in.add_tensor(r[0].cast<std::string>(), shape.data(), shape.size(),
+                                  r[2].cast<std::string>(), has_nbytes,
+                                  has_nbytes ? r[3].cast<uint64_t>() : 0,
+                                  static_cast<Role>(r[4].cast<int>()), r[5].cast<std::string>(),
+                                  r[6].cast<uint64_t>(), r[7].cast<bool>(), r[8].cast<bool>(),
+                                  view, view ? r[9].cast<std::string>() : std::string(),
+                                  r[10].cast<uint64_t>(),
+                                  r[11].cast<std::vector<std::string>>());
+                }
+            },
+            "Append tensors given as tuples (see emel/memory/graph.py).")
+        .def(
+            "add_nodes",
+            [](GraphInput& in, const py::list& rows) {
+                // row: (id, phase, inputs, outputs)
+                for (auto item : rows) {
+                    auto r = item.cast<py::tuple>();
+                    in.add_node(r[0].cast<std::string>(), static_cast<Phase>(r[1].cast<int>()),
+                                r[2].cast<std::vector<std::string>>(),
+                                r[3].cast<std::vector<std::string>>());
+                }
+            },
+            "Append nodes given as tuples (see emel/memory/graph.py).")
+        .def("set_execution_order",
+             [](GraphInput& in, const std::vector<std::string>& order) {
+                 in.has_execution_order = true;
+                 in.execution_order = order;
+             })
+        .def("set_outputs",
+             [](GraphInput& in, const std::vector<std::string>& outs) { in.outputs = outs; });
+
+    m.def(
+        "validate",
+        [](const GraphInput& in) {
+            py::gil_scoped_release release;
+            build_graph(in);
+        },
+        "Run the full validation (docs/algorithm.md §1); raise PlanError on failure.");
+
+    py::class_<CorePlan>(m, "CorePlan")
+        .def_property_readonly("steps", [](const CorePlan& c) { return c.plan.steps; })
+        .def_property_readonly("mode", [](const CorePlan& c) { return mode_name(c.plan.mode); })
+        .def_property_readonly("strategy", [](const CorePlan& c) { return c.plan.strategy; })
+        .def_property_readonly("allocation_time_ns",
+                               [](const CorePlan& c) { return c.plan.allocation_time_ns; })
+        .def_property_readonly("tensor_ids", [](const CorePlan& c) { return c.graph->tensor_id; })
+        .def_property_readonly("size", [](const CorePlan& c) { return to_numpy(c.graph->size); })
+        .def_property_readonly("root",
+                               [](const CorePlan& c) { return to_numpy_index(c.graph->root); })
+        .def_property_readonly("view_base",
+                               [](const CorePlan& c) { return to_numpy_index(c.graph->view_base); })
+        .def_property_readonly("arena_of",
+                               [](const CorePlan& c) { return to_numpy_index(c.plan.arena_of); })
+        .def_property_readonly("slot", [](const CorePlan& c) { return to_numpy_index(c.plan.slot); })
+        .def_property_readonly("offset", [](const CorePlan& c) { return to_numpy(c.plan.offset); })
+        .def_property_readonly("birth", [](const CorePlan& c) { return to_numpy(c.plan.live.birth); })
+        .def_property_readonly("death", [](const CorePlan& c) { return to_numpy(c.plan.live.death); })
+        .def_property_readonly("inplace_of",
+                               [](const CorePlan& c) { return to_numpy_index(c.plan.inplace_of); })
+        .def_property_readonly("arenas",
+                               [](const CorePlan& c) {
+                                   py::list out;
+                                   for (const auto& a : c.plan.arenas) out.append(arena_dict(a));
+                                   return out;
+                               })
+        .def(
+            "verify",
+            [](const CorePlan& c,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& offset,
+               const py::array_t<uint32_t, py::array::c_style | py::array::forcecast>& birth,
+               const py::array_t<uint32_t, py::array::c_style | py::array::forcecast>& death,
+               const std::vector<uint64_t>& arena_sizes) {
+                const size_t T = c.graph->num_tensors;
+                Plan p = c.plan;
+                p.offset = from_numpy(offset, T, "offset");
+                p.live.birth = from_numpy(birth, T, "birth");
+                p.live.death = from_numpy(death, T, "death");
+                if (arena_sizes.size() != p.arenas.size())
+                    throw py::value_error("arena_sizes: one size per arena expected");
+                for (size_t i = 0; i < arena_sizes.size(); ++i) p.arenas[i].size = arena_sizes[i];
+                py::gil_scoped_release release;
+                self_check(*c.graph, p);
+            },
+            "Re-run the self-check on edited plan arrays; raise PlanError on failure.");
+
+    m.def(
+        "plan",
+        [](const GraphInput& in, const std::string& mode, uint64_t default_alignment,
+           const py::dict& arenas) {
+            PlanOptions opt = make_options(mode, default_alignment, arenas);
+            py::gil_scoped_release release;
+            validate_options(opt);  // configuration errors come before graph errors
+            auto graph = std::make_shared<const Graph>(build_graph(in));
+            auto core = std::make_unique<CorePlan>();
+            core->graph = graph;
+            core->plan = make_plan(*graph, opt);
+            return core;
+        },
+        py::arg("graph"), py::arg("mode"), py::arg("default_alignment"), py::arg("arenas"),
+        "Validate and plan a graph with the tmmu strategy.");
+}

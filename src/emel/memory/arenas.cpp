@@ -1,0 +1,58 @@
+// Arena classes (docs/algorithm.md §3): which arena each tensor lives in, each
+// arena's configuration, and every storage tensor's effective alignment.
+#include <algorithm>
+#include <set>
+
+#include "emel/memory/errors.hpp"
+#include "emel/memory/plan.hpp"
+
+namespace emel::memory {
+
+void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p) {
+    const uint32_t T = g.num_tensors;
+    auto arena_name = [&](uint32_t t) -> const std::string& {
+        static const std::string kByRole[] = {"parameters", "gradients", "activations"};
+        if (!g.arena[t].empty()) return g.arena[t];
+        if (is_persistent_role(g.role[t])) return kByRole[0];
+        if (g.role[t] == Role::Gradient) return kByRole[1];
+        return kByRole[2];
+    };
+    std::set<std::string> names;
+    for (uint32_t t = 0; t < T; ++t)
+        if (!g.is_view(t)) names.insert(arena_name(t));
+    for (const auto& [name, cfg] : opt.arenas) names.insert(name);
+
+    std::map<std::string, uint32_t> index;
+    for (const auto& name : names) {
+        ArenaPlan a;
+        a.name = name;
+        a.persistent = (name == "parameters");
+        a.alignment = opt.default_alignment;
+        auto it = opt.arenas.find(name);
+        if (it != opt.arenas.end()) {
+            const ArenaConfig& c = it->second;
+            if (c.has_alignment) a.alignment = c.alignment_bytes;
+            if (c.has_page_size) a.page_size = c.page_size;
+            if (c.has_persistent) a.persistent = c.persistent;
+            a.has_capacity = c.has_capacity;
+            a.capacity = c.capacity_bytes;
+        }
+        index.emplace(name, static_cast<uint32_t>(p.arenas.size()));
+        p.arenas.push_back(std::move(a));
+    }
+    p.arena_of.assign(T, kNone);
+    for (uint32_t t = 0; t < T; ++t)
+        if (!g.is_view(t)) p.arena_of[t] = index.at(arena_name(t));
+    for (uint32_t t = 0; t < T; ++t)
+        if (g.is_view(t)) p.arena_of[t] = p.arena_of[g.root[t]];
+
+    // a(t) = max(arena alignment, own alignment, alignment of its views).
+    p.effective_alignment.assign(T, 1);
+    for (uint32_t t = 0; t < T; ++t) {
+        const uint32_t r = g.root[t];
+        uint64_t& a = p.effective_alignment[r];
+        a = std::max<uint64_t>({a, g.alignment[t], p.arenas[p.arena_of[r]].alignment});
+    }
+}
+
+}  // namespace emel::memory

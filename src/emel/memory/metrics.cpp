@@ -1,0 +1,78 @@
+// Metrics per arena (docs/algorithm.md §7).
+#include <algorithm>
+
+#include "emel/memory/errors.hpp"
+#include "emel/memory/plan.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+// 1 - A/B with each exact integer rounded to the nearest double first, the way
+// the Python reference computes float(A) / float(B).
+double one_minus_ratio(unsigned __int128 a, unsigned __int128 b) {
+    if (b == 0) return 0.0;
+    return 1.0 - static_cast<double>(a) / static_cast<double>(b);
+}
+
+}  // namespace
+
+void compute_metrics(const Graph& g, Plan& p) {
+    const uint32_t T = g.num_tensors;
+    std::vector<std::vector<uint32_t>> members(p.arenas.size());
+    for (uint32_t t = 0; t < T; ++t)
+        if (!g.is_view(t)) members[p.arena_of[t]].push_back(t);
+
+    for (size_t ai = 0; ai < p.arenas.size(); ++ai) {
+        ArenaPlan& a = p.arenas[ai];
+        const std::vector<uint32_t>& ts = members[ai];
+        a.storage_tensors = ts.size();
+        const uint64_t slots = a.slot_size.size();
+        a.memory_reuse_ratio =
+            ts.empty() ? 0.0 : 1.0 - static_cast<double>(slots) / static_cast<double>(ts.size());
+
+        // Live bytes and live count at every birth step (the maxima are there).
+        std::vector<std::pair<uint64_t, uint32_t>> births, ends, pairs;
+        unsigned __int128 used = 0, reserved = 0;
+        for (uint32_t t : ts) {
+            const uint32_t b = p.live.birth[t], d = p.live.death[t];
+            births.emplace_back(b, t);
+            ends.emplace_back(uint64_t{d} + 1, t);
+            if (!p.inplace_of.empty() && p.inplace_of[t] != kNone) pairs.emplace_back(b, t);
+            const unsigned __int128 len = d - b + 1;
+            used += static_cast<unsigned __int128>(g.size[t]) * len;
+            if (p.slot[t] != kNone)
+                reserved += static_cast<unsigned __int128>(a.slot_size[p.slot[t]]) * len;
+        }
+        a.internal_fragmentation_ratio = one_minus_ratio(used, reserved);
+        std::sort(births.begin(), births.end());
+        std::sort(ends.begin(), ends.end());
+        std::sort(pairs.begin(), pairs.end());
+        unsigned __int128 live_bytes = 0, best_bytes = 0;
+        uint64_t live_count = 0, best_count = 0;
+        size_t bi = 0, ei = 0, pi = 0;
+        while (bi < births.size()) {
+            const uint64_t s = births[bi].first;
+            for (; bi < births.size() && births[bi].first == s; ++bi) {
+                live_bytes += g.size[births[bi].second];
+                ++live_count;
+            }
+            for (; ei < ends.size() && ends[ei].first <= s; ++ei) {
+                live_bytes -= g.size[ends[ei].second];
+                --live_count;
+            }
+            uint64_t pairs_here = 0;
+            for (; pi < pairs.size() && pairs[pi].first <= s; ++pi)
+                if (pairs[pi].first == s) ++pairs_here;
+            best_bytes = std::max(best_bytes, live_bytes);
+            best_count = std::max(best_count, live_count - pairs_here);
+        }
+        if (best_bytes > UINT64_MAX)
+            throw PlanError(ErrorCode::AllocationOverflow,
+                            "arena '" + a.name + "': live bytes exceed 2^64-1", {}, {}, a.name);
+        a.lower_bound = static_cast<uint64_t>(best_bytes);
+        a.max_live = best_count;
+    }
+}
+
+}  // namespace emel::memory

@@ -1,0 +1,43 @@
+// The pipeline (docs/algorithm.md): liveness -> arenas -> slots -> layout ->
+// self-check -> metrics. Each stage is a function over plain arrays.
+#include <chrono>
+
+#include "emel/memory/checked_math.hpp"
+#include "emel/memory/errors.hpp"
+#include "emel/memory/plan.hpp"
+
+namespace emel::memory {
+
+void validate_options(const PlanOptions& opt) {
+    if (!is_power_of_two(opt.default_alignment))
+        throw PlanError(ErrorCode::AlignmentViolation,
+                        "default arena alignment must be a power of two, got " +
+                            std::to_string(opt.default_alignment));
+    for (const auto& [name, c] : opt.arenas)
+        if (c.has_alignment && !is_power_of_two(c.alignment_bytes))
+            throw PlanError(ErrorCode::AlignmentViolation,
+                            "arena '" + name + "': alignment_bytes must be a power of two, got " +
+                                std::to_string(c.alignment_bytes),
+                            {}, {}, name);
+}
+
+Plan make_plan(const Graph& g, const PlanOptions& opt) {
+    const auto start = std::chrono::steady_clock::now();
+    validate_options(opt);
+    Plan p;
+    p.mode = opt.mode;
+    p.steps = g.num_steps;
+    p.live = analyze_liveness(g, opt.mode);
+    assign_arenas(g, opt, p);
+    assign_slots_tmmu(g, p);
+    map_to_addresses(g, p);
+    self_check(g, p);
+    compute_metrics(g, p);
+    p.allocation_time_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                             start)
+            .count());
+    return p;
+}
+
+}  // namespace emel::memory

@@ -1,0 +1,163 @@
+// AssignLogicalSlots_v1 (docs/algorithm.md §4): optimal interval-graph colouring
+// by a sweep over births, with in-place reuse of dying inputs.
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include "emel/memory/checked_math.hpp"
+#include "emel/memory/errors.hpp"
+#include "emel/memory/plan.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+struct SlotSweep {
+    const Graph& g;
+    Plan& p;
+    ArenaPlan& arena;
+    const std::vector<std::vector<uint32_t>>& partners;  // must_not_alias, by root
+
+    std::vector<uint32_t> holder;  // per slot
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_slots;
+    using Active = std::pair<uint32_t, uint32_t>;  // (death, tensor)
+    std::priority_queue<Active, std::vector<Active>, std::greater<>> active;
+
+    void grow_slot(uint32_t s, uint32_t t) {
+        const uint64_t a = p.effective_alignment[t];
+        auto aligned = checked_align_up(g.size[t], a);
+        if (!aligned)
+            throw PlanError(ErrorCode::AllocationOverflow,
+                            "tensor '" + g.tensor_id[t] + "' of " + std::to_string(g.size[t]) +
+                                " bytes cannot be rounded up to its alignment " +
+                                std::to_string(a) + " within 2^64-1",
+                            g.tensor_id[t], {}, arena.name);
+        arena.slot_size[s] = std::max(arena.slot_size[s], *aligned);
+        arena.slot_alignment[s] = std::max(arena.slot_alignment[s], a);
+    }
+
+    uint32_t new_slot(uint32_t t) {
+        const auto s = static_cast<uint32_t>(arena.slot_size.size());
+        arena.slot_size.push_back(0);
+        arena.slot_alignment.push_back(1);
+        arena.slot_first_holder.push_back(t);
+        holder.push_back(t);
+        return s;
+    }
+
+    void put(uint32_t t, uint32_t s) {
+        p.slot[t] = s;
+        holder[s] = t;
+        grow_slot(s, t);
+        active.emplace(p.live.death[t], t);
+    }
+
+    bool forbidden(uint32_t t, uint32_t s) const {
+        for (uint32_t q : partners[t])
+            if (p.slot[q] == s) return true;
+        return false;
+    }
+
+    // The eligible victim of in-place reuse for t, or kNone (§4 step 2).
+    uint32_t inplace_victim(uint32_t t) const {
+        if (!g.can_inplace[t] || g.producer_step[t] == kNone || is_persistent_role(g.role[t]))
+            return kNone;
+        const uint32_t s = g.producer_step[t];
+        const uint32_t in0 = g.step_inputs_start[s], in1 = g.step_inputs_start[s + 1];
+        const uint32_t out0 = g.step_outputs_start[s], out1 = g.step_outputs_start[s + 1];
+        auto aliased_here = [&](uint32_t i) {
+            for (uint32_t k = in0; k < in1; ++k)
+                if (g.is_view(g.step_inputs[k]) && g.root[g.step_inputs[k]] == i) return true;
+            for (uint32_t k = out0; k < out1; ++k)
+                if (g.is_view(g.step_outputs[k]) && g.root[g.step_outputs[k]] == i) return true;
+            return false;
+        };
+        uint32_t best = kNone;
+        for (uint32_t k = in0; k < in1; ++k) {
+            const uint32_t i = g.step_inputs[k];
+            if (i == t || g.is_view(i) || p.arena_of[i] != p.arena_of[t]) continue;
+            if (p.live.death[i] != s || p.slot[i] == kNone || holder[p.slot[i]] != i) continue;
+            const Role r = g.role[i];
+            if (r == Role::Input || r == Role::Output || is_persistent_role(r)) continue;
+            if (p.live.is_output[i] || p.live.is_saved[i]) continue;
+            if (g.size[i] < g.size[t] || aliased_here(i) || forbidden(t, p.slot[i])) continue;
+            if (best == kNone || g.size[i] > g.size[best] ||
+                (g.size[i] == g.size[best] && g.id_rank[i] < g.id_rank[best]))
+                best = i;
+        }
+        return best;
+    }
+
+    void place(uint32_t t) {
+        const uint32_t birth = p.live.birth[t];
+        while (!active.empty() && active.top().first < birth) {
+            const uint32_t h = active.top().second;
+            active.pop();
+            if (holder[p.slot[h]] == h) free_slots.push(p.slot[h]);
+        }
+        const uint32_t victim = inplace_victim(t);
+        if (victim != kNone) {
+            p.inplace_of[t] = victim;
+            put(t, p.slot[victim]);
+            return;
+        }
+        std::vector<uint32_t> skipped;
+        uint32_t chosen = kNone;
+        while (!free_slots.empty()) {
+            const uint32_t s = free_slots.top();
+            free_slots.pop();
+            if (forbidden(t, s)) {
+                skipped.push_back(s);
+                continue;
+            }
+            chosen = s;
+            break;
+        }
+        for (uint32_t s : skipped) free_slots.push(s);
+        put(t, chosen == kNone ? new_slot(t) : chosen);
+    }
+};
+
+}  // namespace
+
+void assign_slots_tmmu(const Graph& g, Plan& p) {
+    const uint32_t T = g.num_tensors;
+    p.slot.assign(T, kNone);
+    p.inplace_of.assign(T, kNone);
+
+    std::vector<std::vector<uint32_t>> members(p.arenas.size());
+    for (uint32_t t = 0; t < T; ++t)
+        if (!g.is_view(t)) members[p.arena_of[t]].push_back(t);
+
+    std::vector<std::vector<uint32_t>> partners(T);
+    for (const auto& [a, b] : g.must_not_alias) {
+        const uint32_t ra = g.root[a], rb = g.root[b];
+        if (ra == rb || p.arena_of[ra] != p.arena_of[rb]) continue;
+        partners[ra].push_back(rb);
+        partners[rb].push_back(ra);
+    }
+
+    for (size_t ai = 0; ai < p.arenas.size(); ++ai) {
+        ArenaPlan& arena = p.arenas[ai];
+        std::vector<uint32_t>& ts = members[ai];
+        SlotSweep sweep{g, p, arena, partners, {}, {}, {}};
+        if (arena.persistent) {  // no reuse: one slot each, in id order
+            std::sort(ts.begin(), ts.end(),
+                      [&](uint32_t a, uint32_t b) { return g.id_rank[a] < g.id_rank[b]; });
+            for (uint32_t t : ts) {
+                const uint32_t s = sweep.new_slot(t);
+                p.slot[t] = s;
+                sweep.grow_slot(s, t);
+            }
+            continue;
+        }
+        std::sort(ts.begin(), ts.end(), [&](uint32_t a, uint32_t b) {
+            if (p.live.birth[a] != p.live.birth[b]) return p.live.birth[a] < p.live.birth[b];
+            if (g.size[a] != g.size[b]) return g.size[a] > g.size[b];
+            return g.id_rank[a] < g.id_rank[b];
+        });
+        for (uint32_t t : ts) sweep.place(t);
+    }
+}
+
+}  // namespace emel::memory
