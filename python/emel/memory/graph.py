@@ -45,7 +45,7 @@ def _check_u64(value: Any, what: str, tensor: str | None) -> int:
 
 
 def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+    if type(value) is not list or any(type(x) is not str for x in value):
         raise _invalid(f"{what} must be a list of id strings, got {value!r}",
                        tensor=tensor, node=node)
     return list(value)
@@ -55,7 +55,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
     """Phase A for one tensor entry; returns the entry with defaults dropped."""
     if not isinstance(raw, dict):
         raise _invalid(f"tensor #{index} must be an object, got {type(raw).__name__}")
-    get = lambda key: raw.get(key)  # noqa: E731  (null counts as absent)
+    get = raw.get  # a null value counts as absent
     tid = get("id")
     if not isinstance(tid, str) or not tid:
         raise _invalid(f"tensor #{index}: 'id' must be a non-empty string, got {tid!r}")

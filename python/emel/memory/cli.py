@@ -1,0 +1,86 @@
+"""emel-plan: plan a graph's memory from the command line.
+
+    emel-plan GRAPH.json [--mode inference|forward|backward] [--alignment N] [--json OUT]
+    emel-plan --example [NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import examples
+from .errors import PlanError
+from .graph import load_graph
+from .planning import MODES, STRATEGIES, format_bytes, plan
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="emel-plan",
+        description="Plan tensor memory for an emel.graph/1 computation graph and print a "
+                    "per-arena summary.")
+    p.add_argument("graph", nargs="?", help="path to an emel.graph/1 JSON file")
+    p.add_argument("--example", nargs="?", const=examples.DEFAULT, metavar="NAME",
+                   help=f"plan a bundled example instead ({', '.join(examples.names())}; "
+                        f"default {examples.DEFAULT})")
+    p.add_argument("--mode", choices=MODES, default="inference",
+                   help="lifetime mode (default: inference)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="tmmu",
+                   help="placement strategy (default: tmmu)")
+    p.add_argument("--alignment", type=int, default=None, metavar="N",
+                   help="alignment of every arena in bytes, a power of two (default: 128)")
+    p.add_argument("--json", metavar="OUT",
+                   help="also write the emel.plan/1 document to OUT ('-' for stdout)")
+    return p
+
+
+def summary(result) -> str:
+    """The human-readable per-arena table the CLI prints."""
+    rows = result.summary_rows()
+    header = ("arena", "size", "lower bound", "size/bound", "slots", "tensors", "reuse", "frag")
+    lines = [[r["arena"] + (" (persistent)" if r["persistent"] else ""), format_bytes(r["size"]),
+              format_bytes(r["lower_bound"]),
+              "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+              str(r["slots"]), str(r["tensors"]), f"{r['reuse']:.1%}",
+              f"{r['fragmentation']:.1%}"] for r in rows]
+    total = result.total_bytes
+    bound = sum(r["lower_bound"] for r in rows)
+    lines.append(["total", format_bytes(total), format_bytes(bound),
+                  "-" if not bound else f"{total / bound:.3f}", "", "", "", ""])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    fmt = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    title = (f"{result.graph_name or '(unnamed graph)'}: mode {result.mode}, strategy "
+             f"{result.strategy}, {len(result.tensor_ids)} tensors, {result.steps} steps, "
+             f"planned in {result.metrics['allocation_time_ns'] / 1e6:.2f} ms")
+    return "\n".join([title, fmt(header), *(fmt(line) for line in lines)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if (args.graph is None) == (args.example is None):
+        _parser().error("give a GRAPH file or --example (not both)")
+    try:
+        source = examples.load(args.example) if args.example is not None else load_graph(args.graph)
+        result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment)
+    except PlanError as e:
+        print(f"emel-plan: {e}", file=sys.stderr)
+        return 1
+    except (OSError, KeyError) as e:
+        print(f"emel-plan: {e}", file=sys.stderr)
+        return 1
+    out = sys.stdout
+    if args.json == "-":
+        out.write(result.to_json(indent=1) + "\n")
+        return 0
+    print(summary(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(result.to_json(indent=1) + "\n")
+        print(f"plan written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1369 @@
+"""The pure-Python reference of the ``tmmu`` memory planner.
+
+Read this file next to ``docs/algorithm.md``: every stage below is one function
+named after its section, and the comments cite the section they implement::
+
+    check_arena_config (§1, first)
+    validate_document  (§1 phases A, B) -> Graph
+    compute_sizes      (§1 phase C)
+    resolve_views      (§1 phase D)
+    check_order        (§1 phase E)
+    liveness           (§2)
+    arena_classes      (§3)
+    assign_slots       (§4)
+    layout             (§5)
+    check_plan         (§6, the self-check)
+    metrics            (§7)
+
+It is the oracle the C++ core is compared with (bit for bit), so it is written
+to be obviously correct rather than fast: standard library only, plain lists
+indexed by dense tensor / node numbers, Python's exact integers (every u64
+quantity is checked against 2^64 - 1 explicitly). It still scales: every stage
+is (near) linear in tensors + nodes + edges, and nothing recurses, so view
+chains and node chains of any depth are fine.
+
+Choices the documents leave open are marked ``CHOICE:`` in the comments.
+"""
+
+from bisect import bisect_left, insort
+from heapq import heappop, heappush
+
+from .errors import PlanError
+
+__all__ = [
+    "plan",
+    "check_plan",
+    "check_arena_config",
+    "validate_document",
+    "compute_sizes",
+    "resolve_views",
+    "check_order",
+    "liveness",
+    "arena_classes",
+    "assign_slots",
+    "layout",
+    "metrics",
+    "analyse",
+    "Graph",
+    "MODES",
+    "STRATEGIES",
+    "ELEMENT_SIZES",
+]
+
+U64_MAX = 2**64 - 1
+#: The largest power of two that is a u64 (CHOICE: the largest valid alignment).
+MAX_ALIGNMENT = 2**63
+
+MODES = ("inference", "forward", "backward")
+STRATEGIES = ("tmmu",)
+ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
+PHASES = ("forward", "backward")
+#: §2: roles that live for the whole program.
+PERSISTENT_ROLES = frozenset(("parameter", "optimizer_state"))
+#: §4: roles that are never in-place victims.
+NEVER_VICTIM_ROLES = frozenset(("input", "output", "parameter", "optimizer_state"))
+
+#: §1 phase C: element sizes in bytes.
+ELEMENT_SIZES = {
+    "float64": 8, "int64": 8,
+    "float32": 4, "int32": 4,
+    "float16": 2, "bfloat16": 2, "int16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1, "bool": 1,
+}
+
+#: §3 defaults.
+DEFAULT_ALIGNMENT = 128
+DEFAULT_PAGE_SIZE = 4096
+ARENA_CONFIG_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persistent")
+
+
+# ---------------------------------------------------------------------------
+# small helpers
+# ---------------------------------------------------------------------------
+def _is_int(x):
+    """A JSON integer: Python int, but not bool (JSON true/false are not integers)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_power_of_two(x):
+    return 1 <= x <= MAX_ALIGNMENT and x & (x - 1) == 0
+
+
+def _align_up(x, a):
+    """ceil(x / a) * a for a power of two a (exact: Python ints)."""
+    return -(-x // a) * a
+
+
+def _kind(x):
+    """How a JSON value is called in messages."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "a bool"
+    if isinstance(x, int):
+        return "an integer"
+    if isinstance(x, float):
+        return "a number"
+    if isinstance(x, str):
+        return "a string"
+    if isinstance(x, list):
+        return "a list"
+    if isinstance(x, dict):
+        return "an object"
+    return type(x).__name__
+
+
+def _u64(value, what, **where):
+    """Conventions: every size/offset is a u64; an exact result above 2^64 - 1
+    is ALLOCATION_OVERFLOW, never a wrap-around."""
+    if value > U64_MAX:
+        raise PlanError(
+            "ALLOCATION_OVERFLOW",
+            f"{what} is {value}, which does not fit in 64 bits (maximum 2^64 - 1 = {U64_MAX})",
+            **where,
+        )
+    return value
+
+
+def _check_mode(mode):
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+
+
+def _check_strategy(strategy):
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+
+
+def _bad(message, **where):
+    return PlanError("INVALID_IR_SHAPES", message, **where)
+
+
+# ---------------------------------------------------------------------------
+# §1 (first): arena configuration
+# ---------------------------------------------------------------------------
+def check_arena_config(arenas=None, alignment=None):
+    """§1 / §3: check the ``arenas=`` and ``alignment=`` arguments of plan().
+
+    Returns ``(config, default_alignment)`` where ``config`` maps each arena
+    name to the keys that were given (a ``null`` value counts as absent).
+
+    CHOICE: ``alignment=`` is checked first, like ``alignment_bytes``
+    (not an integer: INVALID_IR_SHAPES; not a power of two: ALIGNMENT_VIOLATION).
+    CHOICE: arenas are checked in name order; inside one arena the keys in the
+    order alignment_bytes, capacity_bytes, page_size, persistent, then unknown
+    keys (the first in sorted order is named).
+    CHOICE: alignments are powers of two up to 2^63 (the largest in a u64);
+    a capacity_bytes / page_size above 2^64 - 1 is ALLOCATION_OVERFLOW.
+    """
+    if alignment is None:
+        default_alignment = DEFAULT_ALIGNMENT
+    else:
+        if not _is_int(alignment):
+            raise _bad(f"alignment= must be an integer power of two >= 1, got {_kind(alignment)} {alignment!r}")
+        if not _is_power_of_two(alignment):
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"alignment= must be a power of two >= 1, got {alignment}")
+        default_alignment = alignment
+
+    config = {}
+    if arenas is None:
+        return config, default_alignment
+    if not isinstance(arenas, dict):
+        raise _bad(f"arenas= must map arena names to settings, got {_kind(arenas)}")
+    for name in arenas:
+        if not isinstance(name, str) or not name:
+            raise _bad(f"arenas= keys must be non-empty arena names, got {name!r}")
+    for name in sorted(arenas):
+        settings = arenas[name]
+        if settings is None:
+            settings = {}
+        if not isinstance(settings, dict):
+            raise _bad(f"arenas[{name!r}] must be an object of settings, got {_kind(settings)}", arena=name)
+        given = {}
+        value = settings.get("alignment_bytes")
+        if value is not None:
+            if not _is_int(value):
+                raise _bad(f"arenas[{name!r}].alignment_bytes must be an integer power of two >= 1, "
+                           f"got {_kind(value)} {value!r}", arena=name)
+            if not _is_power_of_two(value):
+                raise PlanError("ALIGNMENT_VIOLATION",
+                                f"arenas[{name!r}].alignment_bytes must be a power of two >= 1, got {value}",
+                                arena=name)
+            given["alignment_bytes"] = value
+        for key in ("capacity_bytes", "page_size"):
+            value = settings.get(key)
+            if value is None:
+                continue
+            if not _is_int(value) or value < 0:
+                raise _bad(f"arenas[{name!r}].{key} must be an integer >= 0, got {_kind(value)} {value!r}",
+                           arena=name)
+            _u64(value, f"arenas[{name!r}].{key}", arena=name)
+            given[key] = value
+        value = settings.get("persistent")
+        if value is not None:
+            if not isinstance(value, bool):
+                raise _bad(f"arenas[{name!r}].persistent must be true or false, got {_kind(value)} {value!r}",
+                           arena=name)
+            given["persistent"] = value
+        unknown = sorted(str(k) for k in settings if k not in ARENA_CONFIG_KEYS)
+        if unknown:
+            raise _bad(f"arenas[{name!r}] has an unknown setting {unknown[0]!r}; expected only "
+                       f"{', '.join(ARENA_CONFIG_KEYS)}", arena=name)
+        config[name] = given
+    return config, default_alignment
+
+
+# ---------------------------------------------------------------------------
+# §1 phases A and B: document shape and identity
+# ---------------------------------------------------------------------------
+class Graph:
+    """The validated document as dense lists (tensor k = ``tensors[k]``,
+    node k = ``nodes[k]``). Built by :func:`validate_document`; the later
+    stages add nothing to it."""
+
+    def __init__(self):
+        self.name = ""
+        # tensors, in document order
+        self.ids = []            # str
+        self.index = {}          # id -> k
+        self.shape = []          # list of int
+        self.dtype = []          # str
+        self.role = []           # str
+        self.nbytes = []         # int or None
+        self.arena = []          # str or None (the tensor's own `arena` field)
+        self.alignment = []      # int or None
+        self.saved = []          # bool (saved_for_backward)
+        self.can_inplace = []    # bool
+        self.base = []           # tensor k of view_of.base, or None for storage tensors
+        self.byte_offset = []    # int (0 for storage tensors)
+        self.must_not_alias = [] # list of tensor k
+        # nodes, in document order
+        self.node_ids = []
+        self.inputs = []         # list of tensor k
+        self.outputs = []        # list of tensor k
+        # execution: node k run at each step, and the producer of each tensor
+        self.order = []          # step -> node k
+        self.producer = []       # tensor k -> node k or None
+        self.graph_outputs = []  # tensor k of the top-level `outputs`
+        self.order_given = False # whether `execution_order` was present
+
+    @property
+    def n_tensors(self):
+        return len(self.ids)
+
+    @property
+    def n_steps(self):
+        return len(self.order)
+
+    def is_view(self, t):
+        return self.base[t] is not None
+
+
+def _field(obj, key):
+    """Phase A: an optional field whose value is null counts as absent."""
+    return obj.get(key)
+
+
+def _check_uint(value, what, **where):
+    """Phase A: an integer >= 0 (INVALID_IR_SHAPES) that fits in a u64
+    (ALLOCATION_OVERFLOW)."""
+    if not _is_int(value):
+        raise _bad(f"{what} must be an integer >= 0, got {_kind(value)} {value!r}", **where)
+    if value < 0:
+        raise _bad(f"{what} must be an integer >= 0, got {value}", **where)
+    _u64(value, what, **where)
+    return value
+
+
+def _check_string_list(value, what, **where):
+    if not isinstance(value, list):
+        raise _bad(f"{what} must be a list of tensor ids, got {_kind(value)}", **where)
+    for j, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _bad(f"{what}[{j}] must be a string, got {_kind(item)} {item!r}", **where)
+    return value
+
+
+def _check_tensor_shape(k, t):
+    """Phase A, one tensor. Fields are checked in the order algorithm.md lists
+    them (CHOICE): id, shape, dtype, role, nbytes, arena, alignment,
+    saved_for_backward, can_inplace, view_of, must_not_alias."""
+    where = f"tensors[{k}]"
+    if not isinstance(t, dict):
+        raise _bad(f"{where} must be an object, got {_kind(t)}")
+    tid = _field(t, "id")
+    if not isinstance(tid, str) or not tid:
+        raise _bad(f"{where}.id must be a non-empty string, got {_kind(tid)} {tid!r}")
+    where = f"tensor {tid!r}"
+    name = {"tensor": tid}
+
+    shape = _field(t, "shape")
+    if not isinstance(shape, list):
+        raise _bad(f"{where}: shape must be a list of integers >= 0, got {_kind(shape)}", **name)
+    for j, dim in enumerate(shape):
+        _check_uint(dim, f"{where}: shape[{j}]", **name)
+
+    dtype = _field(t, "dtype")
+    if not isinstance(dtype, str) or not dtype:
+        raise _bad(f"{where}: dtype must be a non-empty string, got {_kind(dtype)} {dtype!r}", **name)
+
+    role = _field(t, "role")
+    if role not in ROLES:
+        raise _bad(f"{where}: role must be one of {', '.join(ROLES)}; got {role!r}", **name)
+
+    nbytes = _field(t, "nbytes")
+    if nbytes is not None:
+        _check_uint(nbytes, f"{where}: nbytes", **name)
+
+    arena = _field(t, "arena")
+    if arena is not None and (not isinstance(arena, str) or not arena):
+        raise _bad(f"{where}: arena must be a non-empty string, got {_kind(arena)} {arena!r}", **name)
+
+    alignment = _field(t, "alignment")
+    if alignment is not None:
+        if not _is_int(alignment):
+            raise _bad(f"{where}: alignment must be an integer power of two, got {_kind(alignment)} "
+                       f"{alignment!r}", **name)
+        if not _is_power_of_two(alignment):
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"{where}: alignment must be a power of two >= 1, got {alignment}", **name)
+
+    for flag in ("saved_for_backward", "can_inplace"):
+        value = _field(t, flag)
+        if value is not None and not isinstance(value, bool):
+            raise _bad(f"{where}: {flag} must be true or false, got {_kind(value)} {value!r}", **name)
+
+    view_of = _field(t, "view_of")
+    if view_of is not None:
+        if not isinstance(view_of, dict):
+            raise _bad(f"{where}: view_of must be an object {{base, byte_offset}}, got {_kind(view_of)}",
+                       **name)
+        base = _field(view_of, "base")
+        if not isinstance(base, str):
+            raise _bad(f"{where}: view_of.base must be a tensor id (a string), got {_kind(base)} {base!r}",
+                       **name)
+        byte_offset = _field(view_of, "byte_offset")
+        if byte_offset is not None:
+            _check_uint(byte_offset, f"{where}: view_of.byte_offset", **name)
+
+    must_not_alias = _field(t, "must_not_alias")
+    if must_not_alias is not None:
+        _check_string_list(must_not_alias, f"{where}: must_not_alias", **name)
+
+
+def _check_node_shape(k, n):
+    """Phase A, one node: id, op, inputs, outputs, phase."""
+    where = f"nodes[{k}]"
+    if not isinstance(n, dict):
+        raise _bad(f"{where} must be an object, got {_kind(n)}")
+    nid = _field(n, "id")
+    if not isinstance(nid, str) or not nid:
+        raise _bad(f"{where}.id must be a non-empty string, got {_kind(nid)} {nid!r}")
+    where = f"node {nid!r}"
+    op = _field(n, "op")
+    if not isinstance(op, str):
+        raise _bad(f"{where}: op must be a string, got {_kind(op)} {op!r}", node=nid)
+    for key in ("inputs", "outputs"):
+        value = _field(n, key)
+        if value is not None:
+            _check_string_list(value, f"{where}: {key}", node=nid)
+    phase = _field(n, "phase")
+    if phase is not None and phase not in PHASES:
+        raise _bad(f"{where}: phase must be forward or backward, got {phase!r}", node=nid)
+
+
+def _check_document_shape(document):
+    """Phase A. CHOICE: the top level first (object, format, tensors, nodes,
+    name, source), then every tensor, then every node, then execution_order
+    and outputs (the order of the bullets in algorithm.md)."""
+    if not isinstance(document, dict):
+        raise _bad(f"a graph document must be a JSON object, got {_kind(document)}")
+    fmt = document.get("format")
+    if fmt != "emel.graph/1":
+        raise _bad(f"expected format 'emel.graph/1', got {fmt!r}")
+    for key in ("tensors", "nodes"):
+        if not isinstance(document.get(key), list):
+            raise _bad(f"the document's {key!r} must be a list, got {_kind(document.get(key))}")
+    for key in ("name", "source"):
+        value = _field(document, key)
+        if value is not None and not isinstance(value, str):
+            raise _bad(f"the document's {key!r} must be a string, got {_kind(value)}")
+    for k, t in enumerate(document["tensors"]):
+        _check_tensor_shape(k, t)
+    for k, n in enumerate(document["nodes"]):
+        _check_node_shape(k, n)
+    for key in ("execution_order", "outputs"):
+        value = _field(document, key)
+        if value is not None:
+            _check_string_list(value, f"the document's {key!r}")
+
+
+def validate_document(document):
+    """§1 phases A (document shape) and B (identity). Returns a :class:`Graph`.
+
+    The document is only read, never modified."""
+    _check_document_shape(document)
+    g = Graph()
+    g.name = _field(document, "name") or ""
+    tensors = document["tensors"]
+    nodes = document["nodes"]
+
+    # B1. tensor ids are unique; the second occurrence is named.
+    for k, t in enumerate(tensors):
+        tid = t["id"]
+        if tid in g.index:
+            raise _bad(f"tensor id {tid!r} is used twice: by tensors[{g.index[tid]}] and tensors[{k}]",
+                       tensor=tid)
+        g.index[tid] = k
+        g.ids.append(tid)
+        g.shape.append(list(t["shape"]))
+        g.dtype.append(t["dtype"])
+        g.role.append(t["role"])
+        g.nbytes.append(_field(t, "nbytes"))
+        g.arena.append(_field(t, "arena"))
+        g.alignment.append(_field(t, "alignment"))
+        g.saved.append(bool(_field(t, "saved_for_backward")))
+        g.can_inplace.append(bool(_field(t, "can_inplace")))
+
+    # B2. node ids are unique.
+    node_index = {}
+    for k, n in enumerate(nodes):
+        nid = n["id"]
+        if nid in node_index:
+            raise _bad(f"node id {nid!r} is used twice: by nodes[{node_index[nid]}] and nodes[{k}]", node=nid)
+        node_index[nid] = k
+        g.node_ids.append(nid)
+
+    # B3. per tensor: view_of.base and must_not_alias name known tensors; no self-base.
+    for k, t in enumerate(tensors):
+        tid = t["id"]
+        view_of = _field(t, "view_of")
+        if view_of is None:
+            g.base.append(None)
+            g.byte_offset.append(0)
+        else:
+            base = view_of["base"]
+            if base == tid:
+                raise _bad(f"tensor {tid!r} is a view of itself (view_of.base is its own id)", tensor=tid)
+            if base not in g.index:
+                raise _bad(f"tensor {tid!r}: view_of.base {base!r} is not a tensor of the graph", tensor=tid)
+            g.base.append(g.index[base])
+            g.byte_offset.append(_field(view_of, "byte_offset") or 0)
+        partners = []
+        for other in _field(t, "must_not_alias") or ():
+            if other not in g.index:
+                raise _bad(f"tensor {tid!r}: must_not_alias names {other!r}, which is not a tensor of the graph",
+                           tensor=tid)
+            partners.append(g.index[other])
+        g.must_not_alias.append(partners)
+
+    # B4. per node: inputs and outputs are known tensors.
+    # CHOICE: the error names the node (.node) and the unknown id (.tensor).
+    for n in nodes:
+        nid = n["id"]
+        lists = []
+        for key in ("inputs", "outputs"):
+            ks = []
+            for tid in _field(n, key) or ():
+                if tid not in g.index:
+                    raise _bad(f"node {nid!r}: {key} names {tid!r}, which is not a tensor of the graph",
+                               node=nid, tensor=tid)
+                ks.append(g.index[tid])
+            lists.append(ks)
+        g.inputs.append(lists[0])
+        g.outputs.append(lists[1])
+
+    # B5. no tensor is produced twice (by two nodes, or twice by one node).
+    g.producer = [None] * len(tensors)
+    for k, n in enumerate(nodes):
+        for t in g.outputs[k]:
+            if g.producer[t] is not None:
+                first = g.node_ids[g.producer[t]]
+                raise _bad(f"tensor {g.ids[t]!r} is produced twice: by node {first!r} and again by node "
+                           f"{n['id']!r}", tensor=g.ids[t], node=n["id"])
+            g.producer[t] = k
+
+    # B6. execution_order: known nodes, no repeats, every node present.
+    order = _field(document, "execution_order")
+    if order is None:
+        g.order = list(range(len(nodes)))
+    else:
+        g.order_given = True
+        seen = set()
+        for nid in order:
+            if nid not in node_index:
+                raise _bad(f"execution_order names {nid!r}, which is not a node of the graph", node=nid)
+            if nid in seen:
+                raise _bad(f"execution_order lists node {nid!r} twice", node=nid)
+            seen.add(nid)
+            g.order.append(node_index[nid])
+        for nid in g.node_ids:
+            if nid not in seen:
+                raise _bad(f"execution_order does not list node {nid!r}; every node must appear once", node=nid)
+
+    # B7. top-level outputs are known tensors.
+    for tid in _field(document, "outputs") or ():
+        if tid not in g.index:
+            raise _bad(f"outputs names {tid!r}, which is not a tensor of the graph", tensor=tid)
+        g.graph_outputs.append(g.index[tid])
+    return g
+
+
+# ---------------------------------------------------------------------------
+# §1 phase C: sizes
+# ---------------------------------------------------------------------------
+def compute_sizes(g):
+    """§1 phase C: the byte size of every tensor, in document order.
+
+    CHOICE: shape_bytes is computed (and must fit in a u64) whenever the dtype
+    has an element size, even when nbytes is given and shape_bytes is not
+    used (a view with its own span)."""
+    sizes = []
+    for t in range(g.n_tensors):
+        tid = g.ids[t]
+        element = ELEMENT_SIZES.get(g.dtype[t])
+        nbytes = g.nbytes[t]
+        if element is None and nbytes is None:
+            raise _bad(f"tensor {tid!r}: dtype {g.dtype[t]!r} has no fixed element size, so nbytes is "
+                       f"required (known dtypes: {', '.join(ELEMENT_SIZES)})", tensor=tid)
+        shape_bytes = None
+        if element is not None:
+            shape_bytes = element
+            for dim in g.shape[t]:
+                shape_bytes *= dim          # exact; 0 as soon as a dimension is 0
+            _u64(shape_bytes, f"tensor {tid!r}: the size of shape {g.shape[t]} x {element} bytes "
+                              f"({g.dtype[t]})", tensor=tid)
+        if g.is_view(t):
+            # A view's nbytes is the span it covers; it may differ from shape_bytes.
+            size = nbytes if nbytes is not None else shape_bytes
+        else:
+            if nbytes is not None and shape_bytes is not None and nbytes != shape_bytes:
+                raise _bad(f"tensor {tid!r}: nbytes is {nbytes} but shape {g.shape[t]} of {g.dtype[t]} "
+                           f"is {shape_bytes} bytes; they must agree", tensor=tid)
+            size = nbytes if nbytes is not None else shape_bytes
+        sizes.append(size)
+    return sizes
+
+
+# ---------------------------------------------------------------------------
+# §1 phase D: views
+# ---------------------------------------------------------------------------
+def _walk_up(g, t, known):
+    """The views from ``t`` up its view_of chain to the first tensor whose value
+    is already in ``known`` (a list indexed by tensor, None = unknown).
+    Returns (path, first_known). No recursion."""
+    path = []
+    while known[t] is None:
+        path.append(t)
+        t = g.base[t]
+    return path, t
+
+
+def resolve_views(g, sizes):
+    """§1 phase D. Returns ``(root, root_offset)`` lists: the storage tensor
+    every tensor lives in (a storage tensor is its own root) and its offset in
+    that root (the sum of the byte offsets along the chain).
+
+    CHOICE: phase D runs as three passes, so that each check only uses facts
+    the earlier passes established: (1) per view in document order, its chain
+    reaches a storage tensor and it lies inside its direct base; (2) per view,
+    its root offset is a multiple of its own alignment (after (1) every root
+    offset fits in a u64, by induction); (3) per tensor in document order, per
+    must_not_alias entry in order, the pair can be honoured."""
+    n = g.n_tensors
+    root = [t if not g.is_view(t) else None for t in range(n)]
+
+    # (1) roots (iteratively, each tensor walked once) and bounds.
+    for v in range(n):
+        if not g.is_view(v):
+            continue
+        if root[v] is None:
+            path, on_path, t = [], set(), v
+            while root[t] is None:
+                if t in on_path:
+                    cycle = " -> ".join(repr(g.ids[x]) for x in path[path.index(t):] + [t])
+                    raise _bad(f"view {g.ids[v]!r} never reaches a storage tensor: its view_of chain loops "
+                               f"({cycle})", tensor=g.ids[v])
+                on_path.add(t)
+                path.append(t)
+                t = g.base[t]
+            for x in path:
+                root[x] = root[t]
+        base = g.base[v]
+        end = g.byte_offset[v] + sizes[v]
+        _u64(end, f"view {g.ids[v]!r}: byte_offset {g.byte_offset[v]} + size {sizes[v]}", tensor=g.ids[v])
+        if end > sizes[base]:
+            raise _bad(f"view {g.ids[v]!r} covers bytes [{g.byte_offset[v]}, {end}) of its base "
+                       f"{g.ids[base]!r}, which has only {sizes[base]} bytes", tensor=g.ids[v])
+
+    # (2) root offsets and view alignments.
+    root_offset = [0 if not g.is_view(t) else None for t in range(n)]
+    for v in range(n):
+        if not g.is_view(v):
+            continue
+        if root_offset[v] is None:
+            path, t = _walk_up(g, v, root_offset)
+            for x in reversed(path):          # from the root side down to v
+                root_offset[x] = root_offset[g.base[x]] + g.byte_offset[x]
+        a = g.alignment[v]
+        if a is not None and root_offset[v] % a != 0:
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"view {g.ids[v]!r} needs alignment {a}, but it starts at byte {root_offset[v]} of "
+                            f"its root {g.ids[root[v]]!r}, which is not a multiple of {a}", tensor=g.ids[v])
+
+    # (3) must_not_alias pairs that share a root and intersect can never be honoured.
+    for t in range(n):
+        for p in g.must_not_alias[t]:
+            if root[t] == root[p] and _ranges_intersect(root_offset[t], sizes[t], root_offset[p], sizes[p]):
+                raise _bad(f"tensor {g.ids[t]!r} must not alias {g.ids[p]!r}, but both lie in "
+                           f"{g.ids[root[t]]!r} at bytes [{root_offset[t]}, {root_offset[t] + sizes[t]}) and "
+                           f"[{root_offset[p]}, {root_offset[p] + sizes[p]})", tensor=g.ids[t])
+    return root, root_offset
+
+
+def _ranges_intersect(a, a_size, b, b_size):
+    """[a, a + a_size) and [b, b + b_size) share a byte (empty ranges never do)."""
+    return a_size > 0 and b_size > 0 and a < b + b_size and b < a + a_size
+
+
+# ---------------------------------------------------------------------------
+# §1 phase E: execution order
+# ---------------------------------------------------------------------------
+def check_order(g):
+    """§1 phase E. Returns ``prod``: the step of each tensor's producer, or None.
+
+    ``anc(v)`` (the largest prod among a view's strict ancestors) is computed
+    once per view, iteratively."""
+    step_of = [None] * len(g.node_ids)
+    for s, k in enumerate(g.order):
+        step_of[k] = s
+    prod = [None if g.producer[t] is None else step_of[g.producer[t]] for t in range(g.n_tensors)]
+
+    # anc(v) = max(prod(base), anc(base)); "unset" is a sentinel, None = no produced ancestor.
+    unset = object()
+    anc = [None if not g.is_view(t) else unset for t in range(g.n_tensors)]
+    for v in range(g.n_tensors):
+        if anc[v] is unset:
+            path, t = [], v
+            while anc[t] is unset:
+                path.append(t)
+                t = g.base[t]
+            for x in reversed(path):
+                b = g.base[x]
+                anc[x] = _max_or_none(prod[b], anc[b])
+
+    for s, k in enumerate(g.order):
+        for t in g.inputs[k]:
+            if prod[t] is not None and prod[t] >= s:
+                raise _order_error(g, k, s, t, t, prod[t], "reads")
+            if g.is_view(t) and anc[t] is not None and anc[t] >= s:
+                a = _ancestor_produced_at(g, t, prod, anc[t])
+                raise _order_error(g, k, s, t, a, anc[t], "reads")
+        for v in g.outputs[k]:
+            if g.is_view(v) and anc[v] is not None and anc[v] > s:
+                a = _ancestor_produced_at(g, v, prod, anc[v])
+                raise _order_error(g, k, s, v, a, anc[v], "outputs")
+    return prod
+
+
+def _max_or_none(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def _ancestor_produced_at(g, v, prod, step):
+    """The strict ancestor of view v produced at ``step`` (for messages only)."""
+    t = g.base[v]
+    while prod[t] != step:
+        t = g.base[t]
+    return t
+
+
+def _order_error(g, k, s, t, culprit, culprit_step, verb):
+    nid = g.node_ids[k]
+    producer = g.node_ids[g.order[culprit_step]]
+    order_name = "execution_order" if g.order_given else "the order of `nodes`"
+    if culprit == t:
+        what = f"node {nid!r} (step {s}) {verb} tensor {g.ids[t]!r}, which node {producer!r} produces at step " \
+               f"{culprit_step}"
+    else:
+        what = f"node {nid!r} (step {s}) {verb} view {g.ids[t]!r}, whose base {g.ids[culprit]!r} node " \
+               f"{producer!r} produces at step {culprit_step}"
+    if _dataflow_has_cycle(g):
+        why = "the dataflow itself has a cycle, so no execution order can work"
+    else:
+        why = f"the dataflow has no cycle: only {order_name} is wrong (it must be a topological order)"
+    return PlanError("LIVENESS_CYCLE", f"{what}; {why}", node=nid, tensor=g.ids[t])
+
+
+def _dataflow_has_cycle(g):
+    """Whether *no* execution order satisfies phase E (Kahn's algorithm; run
+    only when phase E fails).
+
+    Phase E's constraints reduce to edges between nodes. With near(v) the
+    nearest produced strict ancestor of view v:
+      - input t of Y: producer(t) before Y, producer(near(t)) before Y;
+      - view output v of Y: producer(near(v)) at or before Y (no edge when it is Y).
+    The other ancestors follow by transitivity, because a produced view is an
+    output of its producer, whose own constraint covers the ancestors above it.
+    A self-edge (a node reading what it produces) is a cycle."""
+    n_nodes = len(g.node_ids)
+    unset = object()
+    near = [None if not g.is_view(t) else unset for t in range(g.n_tensors)]
+    for v in range(g.n_tensors):
+        if near[v] is unset:
+            path, t = [], v
+            while near[t] is unset:
+                path.append(t)
+                t = g.base[t]
+            for x in reversed(path):
+                b = g.base[x]
+                near[x] = b if g.producer[b] is not None else near[b]
+
+    successors = [[] for _ in range(n_nodes)]
+    indegree = [0] * n_nodes
+
+    def edge(x, y):
+        successors[x].append(y)
+        indegree[y] += 1
+
+    for y in range(n_nodes):
+        for t in g.inputs[y]:
+            if g.producer[t] is not None:
+                edge(g.producer[t], y)
+            if g.is_view(t) and near[t] is not None:
+                edge(g.producer[near[t]], y)
+        for v in g.outputs[y]:
+            if g.is_view(v) and near[v] is not None and g.producer[near[v]] != y:
+                edge(g.producer[near[v]], y)
+
+    ready = [y for y in range(n_nodes) if indegree[y] == 0]
+    done = 0
+    while ready:
+        x = ready.pop()
+        done += 1
+        for y in successors[x]:
+            indegree[y] -= 1
+            if indegree[y] == 0:
+                ready.append(y)
+    return done < n_nodes
+
+
+# ---------------------------------------------------------------------------
+# §1 + §2: the analysis every later stage shares
+# ---------------------------------------------------------------------------
+class Analysis:
+    """What validation (§1) and liveness (§2) established about a graph."""
+
+    def __init__(self, g, mode, sizes, root, root_offset, prod, live):
+        self.graph = g
+        self.mode = mode
+        self.sizes = sizes
+        self.root = root
+        self.root_offset = root_offset
+        self.prod = prod
+        self.birth = live["birth"]
+        self.death = live["death"]
+        self.is_output = live["is_output"]
+        self.is_saved = live["is_saved"]
+        self.last = live["last"]
+        # §3: the largest alignment among the views rooted at each storage tensor
+        # (1 when none has one) -- part of a(t), and needed by the self-check too.
+        self.view_alignment = [1] * g.n_tensors
+        for t in range(g.n_tensors):
+            if g.is_view(t) and g.alignment[t] is not None:
+                r = root[t]
+                self.view_alignment[r] = max(self.view_alignment[r], g.alignment[t])
+        self.storage = [t for t in range(g.n_tensors) if not g.is_view(t)]
+
+
+def analyse(document, mode="inference"):
+    """§1 (phases A-E) and §2 on a document: everything that does not depend
+    on the arena configuration."""
+    _check_mode(mode)
+    g = validate_document(document)
+    sizes = compute_sizes(g)
+    root, root_offset = resolve_views(g, sizes)
+    prod = check_order(g)
+    live = liveness(g, mode, root, prod)
+    return Analysis(g, mode, sizes, root, root_offset, prod, live)
+
+
+# ---------------------------------------------------------------------------
+# §2: liveness
+# ---------------------------------------------------------------------------
+def liveness(g, mode, root, prod):
+    """§2 (AnalyzeLiveness_v1): birth and death of every storage tensor (None
+    for views), after the mode is applied, plus the `is_output` and `is_saved`
+    flags of storage tensors. One pass over the nodes' inputs and outputs.
+
+    Note: a node's `phase` is validated but not used: in backward mode the
+    last touch already is the last backward consumer."""
+    n = g.n_tensors
+    last = max(g.n_steps - 1, 0)
+    last_touch = [None] * n
+    for s, k in enumerate(g.order):
+        for t in g.inputs[k]:
+            last_touch[root[t]] = s
+        for t in g.outputs[k]:
+            last_touch[root[t]] = s
+
+    # Outputs: role `output`, listed in `outputs`, or the root of such a view.
+    is_output = [False] * n
+    for t in range(n):
+        if g.role[t] == "output":
+            is_output[root[t]] = True
+    for t in g.graph_outputs:
+        is_output[root[t]] = True
+    # Saved: it, or a view rooted at it, has saved_for_backward.
+    is_saved = [False] * n
+    for t in range(n):
+        if g.saved[t]:
+            is_saved[root[t]] = True
+
+    birth = [None] * n
+    death = [None] * n
+    for t in range(n):
+        if g.is_view(t):
+            continue                        # a view has no lifetime of its own
+        b = prod[t] if prod[t] is not None else 0
+        d = b if last_touch[t] is None else max(b, last_touch[t])
+        if g.role[t] in PERSISTENT_ROLES:
+            b, d = 0, last
+        if is_output[t]:
+            d = last
+        if mode == "forward" and is_saved[t]:
+            d = last
+        birth[t], death[t] = b, d
+    return {"birth": birth, "death": death, "is_output": is_output, "is_saved": is_saved, "last": last}
+
+
+# ---------------------------------------------------------------------------
+# §3: arena classes
+# ---------------------------------------------------------------------------
+class Arena:
+    """One arena's settings (§3) and, once assigned, its slots (§4) and layout (§5)."""
+
+    def __init__(self, name, alignment, capacity_bytes, page_size, persistent):
+        self.name = name
+        self.alignment = alignment
+        self.capacity_bytes = capacity_bytes
+        self.page_size = page_size
+        self.persistent = persistent
+        self.tensors = []        # its storage tensors, in document order
+        self.slots = []          # list of Slot (§4)
+        self.size = 0            # bytes (§5)
+
+
+class Slot:
+    """§4: a logical slot: the tensors it held, in placement order."""
+
+    def __init__(self):
+        self.holders = []
+        self.size = 0            # the largest aligned size of its holders
+        self.alignment = 1       # the largest a(t) of its holders
+        self.offset = 0          # §5
+
+
+def arena_classes(a, config, default_alignment):
+    """§3. Returns ``(arenas, arena_of, align, aligned_size)``: the arenas by
+    name (sorted), the arena of every tensor (views: their root's), and for
+    storage tensors the effective alignment a(t) and the aligned size.
+
+    CHOICE: an aligned size above 2^64 - 1 is ALLOCATION_OVERFLOW naming the
+    tensor (checked in document order)."""
+    g = a.graph
+    arena_of = [None] * g.n_tensors
+    for t in a.storage:
+        if g.arena[t] is not None:
+            arena_of[t] = g.arena[t]
+        elif g.role[t] in PERSISTENT_ROLES:
+            arena_of[t] = "parameters"
+        elif g.role[t] == "gradient":
+            arena_of[t] = "gradients"
+        else:
+            arena_of[t] = "activations"
+    for t in range(g.n_tensors):
+        arena_of[t] = arena_of[a.root[t]]    # a view lives in its root's arena
+
+    names = sorted(set(arena_of[t] for t in a.storage) | set(config))
+    arenas = {}
+    for name in names:
+        c = config.get(name, {})
+        arenas[name] = Arena(
+            name,
+            alignment=c.get("alignment_bytes", default_alignment),
+            capacity_bytes=c.get("capacity_bytes"),
+            page_size=c.get("page_size", DEFAULT_PAGE_SIZE),
+            persistent=c.get("persistent", name == "parameters"),
+        )
+    for t in a.storage:
+        arenas[arena_of[t]].tensors.append(t)
+
+    align = [None] * g.n_tensors
+    aligned_size = [None] * g.n_tensors
+    for t in a.storage:
+        align[t] = _effective_alignment(a, t, arenas[arena_of[t]].alignment)
+        aligned_size[t] = _u64(_align_up(a.sizes[t], align[t]),
+                               f"tensor {g.ids[t]!r}: size {a.sizes[t]} rounded up to its alignment "
+                               f"{align[t]}", tensor=g.ids[t])
+    return arenas, arena_of, align, aligned_size
+
+
+def _effective_alignment(a, t, arena_alignment):
+    """§3: a(t) = max(arena alignment, t.alignment, alignment of every view rooted at t)."""
+    own = a.graph.alignment[t] or 1
+    return max(arena_alignment, own, a.view_alignment[t])
+
+
+# ---------------------------------------------------------------------------
+# §4: slots
+# ---------------------------------------------------------------------------
+def assign_slots(a, arenas, arena_of, align, aligned_size):
+    """§4 (AssignLogicalSlots_v1). Fills ``arena.slots`` and returns
+    ``(slot_of, inplace_of, placement)``: each storage tensor's slot number in
+    its arena, its in-place victim (or None), and each arena's placement order."""
+    g = a.graph
+    slot_of = [None] * g.n_tensors
+    inplace_of = [None] * g.n_tensors
+    placement = {}
+    partners = _root_partners(a)
+    for name, arena in arenas.items():
+        if arena.persistent:
+            # Persistent arena: id order, the k-th tensor alone in slot k, no reuse.
+            order = sorted(arena.tensors, key=lambda t: g.ids[t])
+            for t in order:
+                slot = Slot()
+                _place(arena, slot, len(arena.slots), t, slot_of, align, aligned_size)
+                arena.slots.append(slot)
+        else:
+            order = _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size)
+        placement[name] = order
+    return slot_of, inplace_of, placement
+
+
+def _root_partners(a):
+    """must_not_alias pairs resolved to their roots, both ways (storage tensor ->
+    set of storage tensors). CHOICE: a pair on a single root (allowed by phase
+    D when the byte ranges are disjoint) puts no constraint on slots; a pair
+    with a view constrains the view's whole root."""
+    g = a.graph
+    partners = [set() for _ in range(g.n_tensors)]
+    for t in range(g.n_tensors):
+        for p in g.must_not_alias[t]:
+            x, y = a.root[t], a.root[p]
+            if x != y:
+                partners[x].add(y)
+                partners[y].add(x)
+    return partners
+
+
+def _place(arena, slot, k, t, slot_of, align, aligned_size):
+    slot.holders.append(t)
+    slot.size = max(slot.size, aligned_size[t])
+    slot.alignment = max(slot.alignment, align[t])
+    slot_of[t] = k
+
+
+def _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size):
+    """§4, reusing arena: sweep the tensors by (birth, size descending, id)."""
+    g = a.graph
+    order = sorted(arena.tensors, key=lambda t: (a.birth[t], -a.sizes[t], g.ids[t]))
+    holder = []        # slot -> its current holder (the last tensor placed in it)
+    active = []        # heap of (death of holder, slot, holder) for slots not yet released
+    free = []          # heap of released slot numbers
+    node_aliases = {}  # node -> roots of the views it reads or writes (computed on demand)
+    for t in order:
+        b = a.birth[t]
+        # 1. Release every slot whose holder died before t is born. An entry
+        #    whose holder was replaced in place is stale: the new holder has its own.
+        while active and active[0][0] < b:
+            _, k, h = heappop(active)
+            if holder[k] == h:
+                heappush(free, k)
+        # Slots that ever held a must_not_alias partner of t (a tensor is placed once).
+        forbidden = {slot_of[p] for p in partners[t] if arena_of[p] == arena.name and slot_of[p] is not None}
+
+        # 2. In place: take the slot of the largest eligible victim (ties: id order).
+        k = None
+        victim = _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, node_aliases)
+        if victim is not None:
+            k = slot_of[victim]
+            inplace_of[t] = victim
+        # 3. Otherwise the lowest-numbered free slot that never held a partner, else a new slot.
+        if k is None:
+            skipped = []
+            while free:
+                c = heappop(free)
+                if c in forbidden:
+                    skipped.append(c)
+                else:
+                    k = c
+                    break
+            for c in skipped:
+                heappush(free, c)
+        if k is None:
+            k = len(arena.slots)
+            arena.slots.append(Slot())
+            holder.append(None)
+        holder[k] = t
+        _place(arena, arena.slots[k], k, t, slot_of, align, aligned_size)
+        heappush(active, (a.death[t], k, t))
+    return order
+
+
+def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, node_aliases):
+    """§4 step 2: the eligible victim of taker candidate t, or None."""
+    g = a.graph
+    # t is a taker candidate: can_inplace, produced by a node, role not persistent.
+    if not g.can_inplace[t] or g.producer[t] is None or g.role[t] in PERSISTENT_ROLES:
+        return None
+    s = a.prod[t]
+    node = g.producer[t]
+    if node not in node_aliases:
+        node_aliases[node] = {a.root[x] for x in g.inputs[node] + g.outputs[node] if g.is_view(x)}
+    aliased = node_aliases[node]
+    best = None
+    for i in dict.fromkeys(g.inputs[node]):            # each input once, in order
+        if g.is_view(i) or i == t or arena_of[i] != arena.name:
+            continue
+        if a.death[i] != s:
+            continue
+        # i still holds its slot. CHOICE: a tensor not placed yet (an unproduced
+        # input born at step 0 that sorts after t) holds no slot: not eligible.
+        if slot_of[i] is None or holder[slot_of[i]] != i:
+            continue
+        if g.role[i] in NEVER_VICTIM_ROLES or a.is_output[i]:
+            continue
+        if a.mode != "inference" and a.is_saved[i]:
+            continue
+        if i in aliased:                                  # another live alias
+            continue
+        if a.sizes[i] < a.sizes[t]:
+            continue
+        if i in partners[t] or slot_of[i] in forbidden:   # must_not_alias
+            continue
+        # the largest victim; between equal sizes, the first in id order
+        if best is None or a.sizes[i] > a.sizes[best] or (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
+            best = i
+    return best
+
+
+# ---------------------------------------------------------------------------
+# §5: layout
+# ---------------------------------------------------------------------------
+def layout(a, arenas, placement):
+    """§5 (MapToVirtualAddresses_v1): slot offsets and arena sizes, then the
+    capacity check. Arenas in name order.
+
+    CHOICE: an overflow here is ALLOCATION_OVERFLOW naming the arena and the
+    first holder of the slot being placed (the arena only for the arena size)."""
+    g = a.graph
+    for name, arena in arenas.items():
+        end = 0
+        for k, slot in enumerate(arena.slots):
+            where = {"arena": name, "tensor": g.ids[slot.holders[0]]}
+            slot.offset = 0 if k == 0 else _u64(_align_up(end, slot.alignment),
+                                                f"arena {name!r}: the offset of slot {k}", **where)
+            end = _u64(slot.offset + slot.size, f"arena {name!r}: the end of slot {k}", **where)
+        arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
+        if arena.capacity_bytes is not None and arena.size > arena.capacity_bytes:
+            rank = {t: r for r, t in enumerate(placement[name])}
+            for k, slot in enumerate(arena.slots):
+                if slot.offset + slot.size > arena.capacity_bytes:
+                    first = min(slot.holders, key=rank.__getitem__)
+                    raise PlanError(
+                        "ARENA_TOO_SMALL",
+                        f"arena {name!r} needs {arena.size} bytes but its capacity_bytes is "
+                        f"{arena.capacity_bytes}: slot {k} (first holder {g.ids[first]!r}) spans bytes "
+                        f"[{slot.offset}, {slot.offset + slot.size})",
+                        arena=name, tensor=g.ids[first])
+            raise AssertionError("unreachable: the arena size is the end of its last slot")
+
+
+# ---------------------------------------------------------------------------
+# the emel.plan/1 document
+# ---------------------------------------------------------------------------
+def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of):
+    g = a.graph
+    tensors = {}
+    for t in range(g.n_tensors):
+        if g.is_view(t):
+            continue
+        arena = arenas[arena_of[t]]
+        slot = arena.slots[slot_of[t]]
+        entry = {"arena": arena.name, "offset": slot.offset, "size": a.sizes[t], "slot": slot_of[t],
+                 "birth": a.birth[t], "death": a.death[t]}
+        if inplace_of[t] is not None:
+            entry["inplace_of"] = g.ids[inplace_of[t]]
+        tensors[g.ids[t]] = entry
+    result_tensors = {}
+    for t in range(g.n_tensors):                       # document order
+        tid = g.ids[t]
+        if g.is_view(t):
+            r = a.root[t]
+            result_tensors[tid] = {"arena": arena_of[t], "offset": tensors[g.ids[r]]["offset"] + a.root_offset[t],
+                                   "size": a.sizes[t], "view_of": g.ids[r]}
+        else:
+            result_tensors[tid] = tensors[tid]
+    arena_entries = {}
+    for name, arena in arenas.items():
+        entry = {"size": arena.size, "alignment": arena.alignment, "slots": len(arena.slots),
+                 "lower_bound": None, "page_size": arena.page_size, "persistent": arena.persistent}
+        if arena.capacity_bytes is not None:
+            entry["capacity_bytes"] = arena.capacity_bytes
+        arena_entries[name] = entry
+    return {
+        "format": "emel.plan/1",
+        "graph": g.name,
+        "mode": a.mode,
+        "strategy": strategy,
+        "steps": g.n_steps,
+        "arenas": arena_entries,
+        "tensors": result_tensors,
+    }
+
+
+# ---------------------------------------------------------------------------
+# §6: self-check
+# ---------------------------------------------------------------------------
+def check_plan(document, plan_dict, mode="inference"):
+    """§6: check any ``emel.plan/1`` dict against its graph.
+
+    The graph is validated and its liveness recomputed for ``mode`` (CHOICE:
+    lifetimes and sizes come from the document, not from the plan; placements
+    -- arena, offset, inplace_of -- and the arenas' size and alignment come
+    from the plan). Raises PlanError ALIGNMENT_VIOLATION / ADDRESS_COLLISION;
+    a plan dict that lacks an entry or has the wrong types is
+    INVALID_IR_SHAPES (CHOICE)."""
+    a = analyse(document, mode)
+    _self_check(a, plan_dict)
+
+
+def _self_check(a, plan_dict):
+    g = a.graph
+    entries, arena_size, arena_alignment = _read_plan(g, plan_dict)
+    offset = [entries[t]["offset"] for t in range(g.n_tensors)]
+    arena = [entries[t]["arena"] for t in range(g.n_tensors)]
+    size = a.sizes
+
+    # 1. Alignment: storage tensors to a(t), views to their own alignment. Document order.
+    for t in range(g.n_tensors):
+        if g.is_view(t):
+            need = g.alignment[t]
+        else:
+            need = _effective_alignment(a, t, arena_alignment[arena[t]])
+        if need is not None and offset[t] % need != 0:
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"tensor {g.ids[t]!r} is at offset {offset[t]} of arena {arena[t]!r}, which is not "
+                            f"a multiple of its alignment {need}", tensor=g.ids[t], arena=arena[t])
+
+    # 2. Every tensor inside its arena. CHOICE: also, a view must be where its
+    #    root puts it (root's arena, root offset + root-relative offset).
+    for t in range(g.n_tensors):
+        if offset[t] + size[t] > arena_size[arena[t]]:
+            raise PlanError("ADDRESS_COLLISION",
+                            f"tensor {g.ids[t]!r} spans bytes [{offset[t]}, {offset[t] + size[t]}) of arena "
+                            f"{arena[t]!r}, which has only {arena_size[arena[t]]} bytes",
+                            tensor=g.ids[t], arena=arena[t])
+        if g.is_view(t):
+            r = a.root[t]
+            if arena[t] != arena[r] or offset[t] != offset[r] + a.root_offset[t]:
+                raise PlanError("ADDRESS_COLLISION",
+                                f"view {g.ids[t]!r} is at offset {offset[t]} of arena {arena[t]!r}, but its root "
+                                f"{g.ids[r]!r} puts it at offset {offset[r] + a.root_offset[t]} of arena "
+                                f"{arena[r]!r}", tensor=g.ids[t], arena=arena[t])
+
+    # 3. Storage tensors of one arena live at the same step have disjoint bytes,
+    #    except an in-place pair. Arenas in name order.
+    inplace = {}
+    for t in a.storage:
+        victim = entries[t].get("inplace_of")
+        if victim is not None:
+            inplace[t] = g.index.get(victim)
+    by_arena = {}
+    for t in a.storage:
+        by_arena.setdefault(arena[t], []).append(t)
+    for name in sorted(by_arena):
+        _check_no_overlap(a, name, by_arena[name], offset, inplace)
+
+    # 4. must_not_alias pairs never overlap in bytes (lifetimes do not matter).
+    for t in range(g.n_tensors):
+        for p in g.must_not_alias[t]:
+            if arena[t] == arena[p] and _ranges_intersect(offset[t], size[t], offset[p], size[p]):
+                raise PlanError("ADDRESS_COLLISION",
+                                f"tensor {g.ids[t]!r} must not alias {g.ids[p]!r}, but in arena {arena[t]!r} they "
+                                f"occupy [{offset[t]}, {offset[t] + size[t]}) and [{offset[p]}, "
+                                f"{offset[p] + size[p]})", tensor=g.ids[t], arena=arena[t])
+
+
+def _read_plan(g, plan_dict):
+    """The parts of a plan dict the self-check uses, type-checked."""
+    if not isinstance(plan_dict, dict) or not isinstance(plan_dict.get("tensors"), dict) \
+            or not isinstance(plan_dict.get("arenas"), dict):
+        raise _bad("a plan must be an emel.plan/1 object with 'tensors' and 'arenas' objects")
+    arena_size, arena_alignment = {}, {}
+    for name, entry in plan_dict["arenas"].items():
+        if not isinstance(entry, dict) or not _is_int(entry.get("size")) or entry["size"] < 0:
+            raise _bad(f"plan: arenas[{name!r}].size must be an integer >= 0", arena=name)
+        al = entry.get("alignment")
+        if not _is_int(al) or not _is_power_of_two(al):
+            raise PlanError("ALIGNMENT_VIOLATION",
+                            f"plan: arenas[{name!r}].alignment must be a power of two >= 1, got {al!r}", arena=name)
+        arena_size[name], arena_alignment[name] = entry["size"], al
+    entries = []
+    for t in range(g.n_tensors):
+        tid = g.ids[t]
+        e = plan_dict["tensors"].get(tid)
+        if not isinstance(e, dict):
+            raise _bad(f"plan: there is no entry for tensor {tid!r}", tensor=tid)
+        if e.get("arena") not in arena_size:
+            raise _bad(f"plan: tensor {tid!r} is in arena {e.get('arena')!r}, which is not in the plan's arenas",
+                       tensor=tid)
+        if not _is_int(e.get("offset")) or e["offset"] < 0:
+            raise _bad(f"plan: tensor {tid!r} has offset {e.get('offset')!r}; expected an integer >= 0",
+                       tensor=tid)
+        entries.append(e)
+    return entries, arena_size, arena_alignment
+
+
+def _check_no_overlap(a, name, members, offset, inplace):
+    """§6, third bullet, for one arena, in O((n + overlaps) log n).
+
+    Sweep the storage tensors by (birth, id). ``live`` holds the tensors still
+    alive, as (offset, end, tensor) sorted by offset. Each newly born tensor
+    is compared with every live tensor its bytes overlap; a pair that overlaps
+    and is not an in-place pair raises. Zero-size tensors overlap nothing.
+
+    Invariant (kept because every insertion is checked): two live tensors
+    overlap only when they are an in-place pair, and then they start at the
+    same offset. Hence among the live tensors that start before ``o``, only
+    those with the largest such start can reach past ``o``: one with a smaller
+    start that did would overlap them without sharing their start."""
+    g = a.graph
+    live = []          # sorted (offset, end, tensor)
+    expiry = []        # heap (death, tensor) of the tensors in `live`
+    key_of = {}
+    for t in sorted(members, key=lambda x: (a.birth[x], g.ids[x])):
+        b = a.birth[t]
+        while expiry and expiry[0][0] < b:
+            _, u = heappop(expiry)
+            del live[bisect_left(live, key_of.pop(u))]
+        if a.sizes[t] == 0:
+            continue
+        o, e = offset[t], offset[t] + a.sizes[t]
+        j = bisect_left(live, (e,))                # live[:j] start before e
+        hits = []
+        i = j - 1
+        while i >= 0 and live[i][0] >= o:          # start in [o, e): overlaps
+            hits.append(live[i][2])
+            i -= 1
+        if i >= 0:                                 # the group with the largest start < o
+            group_start = live[i][0]
+            while i >= 0 and live[i][0] == group_start:
+                if live[i][1] > o:
+                    hits.append(live[i][2])
+                i -= 1
+        for u in sorted(hits, key=lambda x: g.ids[x]):
+            if not _inplace_pair(a, t, u, offset, inplace):
+                x, y = sorted((g.ids[t], g.ids[u]))
+                tx, ty = g.index[x], g.index[y]
+                raise PlanError(
+                    "ADDRESS_COLLISION",
+                    f"tensors {x!r} and {y!r} of arena {name!r} are live at the same time (steps "
+                    f"[{a.birth[tx]}, {a.death[tx]}] and [{a.birth[ty]}, {a.death[ty]}]) and overlap: bytes "
+                    f"[{offset[tx]}, {offset[tx] + a.sizes[tx]}) and [{offset[ty]}, {offset[ty] + a.sizes[ty]})",
+                    tensor=x, arena=name)
+        key_of[t] = (o, e, t)
+        insort(live, key_of[t])
+        heappush(expiry, (a.death[t], t))
+
+
+def _inplace_pair(a, t, u, offset, inplace):
+    """§6: the taker is born at step s at the victim's offset, and the victim dies at s."""
+    for taker, victim in ((t, u), (u, t)):
+        if inplace.get(taker) == victim and offset[taker] == offset[victim] \
+                and a.birth[taker] == a.death[victim]:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# §7: metrics
+# ---------------------------------------------------------------------------
+def _ratio(numerator, denominator):
+    """§7: 1.0 - float(A) / float(B), each exact integer rounded to the nearest
+    double first; 0.0 when B is 0."""
+    if denominator == 0:
+        return 0.0
+    return 1.0 - float(numerator) / float(denominator)
+
+
+def metrics(a, arenas, slot_of, inplace_of):
+    """§7: the per-arena metric maps plus total_bytes and total_lower_bound.
+    Per-step sums use difference arrays over the steps 0 .. last."""
+    keys = ("peak_logical_slots", "peak_physical_bytes", "lower_bound", "max_live", "storage_tensors",
+            "memory_reuse_ratio", "internal_fragmentation_ratio")
+    result = {key: {} for key in keys}
+    steps = a.last + 1
+    for name, arena in arenas.items():
+        live_bytes = [0] * (steps + 1)
+        live_count = [0] * (steps + 1)
+        used = 0          # A: sum of size x lifetime
+        reserved = 0      # B: sum of slot size x lifetime
+        for t in arena.tensors:
+            b, d = a.birth[t], a.death[t]
+            live_bytes[b] += a.sizes[t]
+            live_bytes[d + 1] -= a.sizes[t]
+            live_count[b] += 1
+            live_count[d + 1] -= 1
+            if inplace_of[t] is not None:
+                # the pair made at step b (taker born, victim dying) counts once
+                live_count[b] -= 1
+                live_count[b + 1] += 1
+            used += a.sizes[t] * (d - b + 1)
+            reserved += arena.slots[slot_of[t]].size * (d - b + 1)
+        lower_bound = max_live = 0
+        running_bytes = running_count = 0
+        for s in range(steps):
+            running_bytes += live_bytes[s]
+            running_count += live_count[s]
+            lower_bound = max(lower_bound, running_bytes)
+            max_live = max(max_live, running_count)
+        result["peak_logical_slots"][name] = len(arena.slots)
+        result["peak_physical_bytes"][name] = arena.size
+        result["lower_bound"][name] = lower_bound
+        result["max_live"][name] = max_live
+        result["storage_tensors"][name] = len(arena.tensors)
+        result["memory_reuse_ratio"][name] = _ratio(len(arena.slots), len(arena.tensors))
+        result["internal_fragmentation_ratio"][name] = _ratio(used, reserved)
+    result["total_bytes"] = sum(result["peak_physical_bytes"].values())
+    result["total_lower_bound"] = sum(result["lower_bound"].values())
+    return result
+
+
+# ---------------------------------------------------------------------------
+# the whole pipeline
+# ---------------------------------------------------------------------------
+def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None):
+    """Plan a parsed ``emel.graph/1`` document; returns the ``emel.plan/1`` dict.
+
+    validate -> liveness -> arena classes -> slots (tmmu) -> layout -> self-check -> metrics
+    """
+    _check_mode(mode)
+    _check_strategy(strategy)
+    config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
+    a = analyse(document, mode)                                             # §1 A-E, §2
+    arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment)  # §3
+    slot_of, inplace_of, placement = assign_slots(a, arena_map, arena_of, align, aligned_size)  # §4
+    layout(a, arena_map, placement)                                         # §5
+    result = _plan_document(a, strategy, arena_map, arena_of, slot_of, inplace_of)
+    _self_check(a, result)                                                  # §6
+    result["metrics"] = metrics(a, arena_map, slot_of, inplace_of)          # §7
+    for name, entry in result["arenas"].items():
+        entry["lower_bound"] = result["metrics"]["lower_bound"][name]
+    return result
