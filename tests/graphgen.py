@@ -47,7 +47,10 @@ __all__ = [
     "plan_kwargs",
     "graph_and_kwargs",
     "corrupted_graphs",
+    "multi_corrupted_graphs",
+    "corrupted_configs",
     "CORRUPTIONS",
+    "CONFIG_CORRUPTIONS",
     "tensor_size",
     "check_generated_graph",
 ]
@@ -218,6 +221,14 @@ class _Builder:
         self.saved = []             # saved_for_backward tensors readable by backward nodes
         self._next = 0
         self.training = c.chance(35)
+        # a small palette of sizes: equal sizes make the (birth, size desc, id)
+        # sort and the victim choice fall back to id order
+        self.palette = [_byte_size(c) for _ in range(c.int(1, 3))] if c.chance(35) else None
+
+    def size(self):
+        if self.palette is not None and self.c.chance(75):
+            return self.c.pick(self.palette)
+        return _byte_size(self.c)
 
     # ids ---------------------------------------------------------------
     def new_id(self, hint="t"):
@@ -366,7 +377,7 @@ class _Builder:
                 vs = self.info[victim]["size"]
                 size = vs if c.chance(55) else c.int(0, vs)
             else:
-                size = _byte_size(c)
+                size = self.size()
             t = self.add_storage(role, size, producer=k, phase=phase)
             if victim is not None:
                 t["can_inplace"] = True
@@ -423,16 +434,16 @@ class _Builder:
         n = self.n
         # unproduced tensors
         for _ in range(c.int(1, 3)):
-            self.pool.append(self.add_storage("input", _byte_size(c), hint="x")["id"])
+            self.pool.append(self.add_storage("input", self.size(), hint="x")["id"])
         n_params = c.int(0, 2 + min(n // 10, 12))
         for _ in range(n_params):
-            self.pool.append(self.add_storage("parameter", _byte_size(c), hint="w")["id"])
+            self.pool.append(self.add_storage("parameter", self.size(), hint="w")["id"])
         if self.training or c.chance(10):
             for _ in range(c.int(0, 2)):
-                self.pool.append(self.add_storage("optimizer_state", _byte_size(c), hint="m")["id"])
+                self.pool.append(self.add_storage("optimizer_state", self.size(), hint="m")["id"])
         for role in ("activation", "gradient", "output"):
             if c.chance(5):   # unproduced non-input roles: live from step 0
-                self.pool.append(self.add_storage(role, _byte_size(c))["id"])
+                self.pool.append(self.add_storage(role, self.size())["id"])
         if self.pool and c.chance(20):
             # unproduced views of unproduced bases (weight slices, ...), views of views
             for _ in range(c.int(1, 3)):
@@ -447,7 +458,7 @@ class _Builder:
             self.add_node(k, phase)
         # unused, unproduced tensors occasionally
         if c.chance(5):
-            self.add_storage(c.pick(ROLES), _byte_size(c))
+            self.add_storage(c.pick(ROLES), self.size())
 
         doc = {"format": "emel.graph/1"}
         if c.chance(70):
@@ -459,10 +470,13 @@ class _Builder:
             tensors = c.shuffle(tensors)
         ids = [t["id"] for t in self.tensors]
         # must_not_alias pairs (never two intersecting ranges of one root)
-        if c.chance(10):
+        if c.chance(18):
             by_id = {t["id"]: t for t in self.tensors}
-            for _ in range(c.int(1, 3)):
-                a, b = c.pick(ids), c.pick(ids)
+            for _ in range(c.int(1, 2 + len(ids) // 8)):
+                a = c.pick(ids)
+                # partners: mostly tensors created close by (likely same arena, live together)
+                j = ids.index(a) + c.int(-4, 4)
+                b = ids[j] if 0 <= j < len(ids) and c.chance(70) else c.pick(ids)
                 ia, ib = self.info[a], self.info[b]
                 if a == b:
                     continue
@@ -781,6 +795,73 @@ def corrupted_graphs(draw, max_nodes=60):
         if code is not None:
             return kind, d, code
     raise AssertionError("unreachable: unknown_input always applies")
+
+
+@st.composite
+def multi_corrupted_graphs(draw, max_nodes=30):
+    """(kinds, graph dict) with 2..4 defects applied one after the other.
+
+    No expected code: the implementations must agree on which defect is
+    reported first (phase order, document order) -- code and blamed ids.
+    """
+    doc = draw(graphs(max_nodes=max_nodes))
+    c = _Draws(draw)
+    kinds = []
+    names = list(CORRUPTIONS)
+    for _ in range(c.int(2, 4)):
+        kind = c.pick(names)
+        trial = _copy(doc)
+        try:
+            code = CORRUPTIONS[kind](c, trial)
+        except Exception:   # a defect that cannot be applied on top of another one
+            code = None
+        if code is not None:
+            doc = trial
+            kinds.append(kind)
+    return kinds, doc
+
+
+# Bad ``arenas=`` / ``alignment=`` arguments: (kwargs patch, expected code or
+# None when algorithm.md does not name the code).
+CONFIG_CORRUPTIONS = {
+    "alignment_bytes_3": ({"arenas": {"activations": {"alignment_bytes": 3}}}, "ALIGNMENT_VIOLATION"),
+    "alignment_bytes_0": ({"arenas": {"scratch": {"alignment_bytes": 0}}}, "ALIGNMENT_VIOLATION"),
+    "alignment_bytes_96": ({"arenas": {"parameters": {"alignment_bytes": 96}}}, "ALIGNMENT_VIOLATION"),
+    "page_size_negative": ({"arenas": {"activations": {"page_size": -1}}}, "INVALID_IR_SHAPES"),
+    "capacity_negative": ({"arenas": {"gradients": {"capacity_bytes": -5}}}, "INVALID_IR_SHAPES"),
+    "capacity_not_int": ({"arenas": {"gradients": {"capacity_bytes": "1GB"}}}, "INVALID_IR_SHAPES"),
+    "page_size_bool": ({"arenas": {"activations": {"page_size": True}}}, "INVALID_IR_SHAPES"),
+    "unknown_key": ({"arenas": {"activations": {"capacity": 10}}}, "INVALID_IR_SHAPES"),
+    "persistent_not_bool": ({"arenas": {"activations": {"persistent": "yes"}}}, None),
+    "alignment_kwarg_3": ({"alignment": 3}, None),
+}
+
+
+@st.composite
+def corrupted_configs(draw, max_nodes=20):
+    """(kind, graph, kwargs, expected code): a bad arena configuration; the
+    graph is valid or, sometimes, broken too (the configuration is checked
+    first, so its code wins)."""
+    c = _Draws(draw)
+    kind = c.pick(sorted(CONFIG_CORRUPTIONS))
+    patch, expected = CONFIG_CORRUPTIONS[kind]
+    if c.chance(30):
+        _, doc, _ = draw(corrupted_graphs(max_nodes=max_nodes))
+    else:
+        doc = draw(graphs(max_nodes=max_nodes))
+    kw = draw(plan_kwargs())
+    kw = _copy(kw)
+    for key, value in patch.items():
+        if key == "arenas":
+            arenas = dict(kw.get("arenas") or {})
+            for name, cfg in value.items():
+                merged = dict(arenas.get(name) or {})
+                merged.update(cfg)
+                arenas[name] = merged
+            kw["arenas"] = arenas
+        else:
+            kw[key] = value
+    return kind, doc, kw, expected
 
 
 # --------------------------------------------------------------------------

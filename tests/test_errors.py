@@ -287,13 +287,21 @@ def test_corrupted_plan_is_caught():
     plan = mm.plan(base_doc())
     plan.verify()  # the real plan passes
     ids = plan.tensor_ids
-    # x (born 0, read at step 3) and a (born 0) are live together: put a on x.
-    plan.offsets[ids.index("a")] = plan.offsets[ids.index("x")]
+    # x (born 0, read at step 3) and b (born 2) are live together: put b on x.
+    plan.offsets[ids.index("b")] = plan.offsets[ids.index("x")]
     with pytest.raises(mm.PlanError) as info:
         plan.verify()
     assert info.value.code == "ADDRESS_COLLISION"
-    assert {info.value.tensor} <= {"a", "x"}
-    assert "'a'" in info.value.message and "'x'" in info.value.message
+    assert info.value.tensor in {"b", "x"}
+    assert "'b'" in info.value.message and "'x'" in info.value.message
+
+
+def test_corrupted_view_is_caught():
+    plan = mm.plan(base_doc())
+    plan.offsets[plan.tensor_ids.index("av")] += 128
+    with pytest.raises(mm.PlanError) as info:
+        plan.verify()
+    assert info.value.code == "ADDRESS_COLLISION" and info.value.tensor == "av"
 
 
 def test_corrupted_offset_misaligned_and_past_the_end():

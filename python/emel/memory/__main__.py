@@ -1,7 +1,5 @@
 """python -m emel.memory: the emel-plan command."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

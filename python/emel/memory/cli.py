@@ -82,5 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def entry() -> None:
+    """Console-script entry: like main(), but quiet when the reader closes the pipe."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `emel-plan ... | head`: stop quietly; point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -83,11 +83,9 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         align = get("alignment")
         if not _is_int(align):
             raise _invalid(f"{where}: 'alignment' must be an integer, got {align!r}", tensor=tid)
-        if align < 1 or align & (align - 1):
+        if align < 1 or align & (align - 1) or align > _U64_MAX:
             raise PlanError("ALIGNMENT_VIOLATION",
-                            f"{where}: alignment must be a power of two, got {align}", tensor=tid)
-        if align > _U64_MAX:
-            raise PlanError("ALLOCATION_OVERFLOW", f"{where}: alignment {align} does not fit in 64 bits",
+                            f"{where}: alignment must be a power of two below 2^64, got {align}",
                             tensor=tid)
         entry["alignment"] = align
     for flag in ("saved_for_backward", "can_inplace"):

@@ -61,23 +61,23 @@ def _check_alignment(value: Any, what: str, arena: str | None = None) -> int:
 
 
 def check_arena_config(arenas: Any) -> dict:
-    """Type-check the ``arenas=`` argument (docs/algorithm.md §1, first step)."""
+    """Check the ``arenas=`` argument (docs/algorithm.md §1, first step).
+
+    Arenas in name order; per arena alignment_bytes, capacity_bytes,
+    page_size, persistent, then unknown keys. ``None`` counts as absent.
+    """
     if arenas is None:
         return {}
     if not isinstance(arenas, Mapping):
         raise PlanError("INVALID_IR_SHAPES", f"arenas must map arena names to configs, got {arenas!r}")
-    out = {}
     for name in arenas:
-        cfg = arenas[name]
         if not isinstance(name, str) or not name:
             raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty strings, got {name!r}")
+    out = {}
+    for name in sorted(arenas):
+        cfg = arenas[name] if arenas[name] is not None else {}
         if not isinstance(cfg, Mapping):
             raise PlanError("INVALID_IR_SHAPES", f"arena {name!r}: config must be a mapping", arena=name)
-        for key in cfg:
-            if key not in _ARENA_KEYS:
-                raise PlanError("INVALID_IR_SHAPES",
-                                f"arena {name!r}: unknown key {key!r} (expected one of "
-                                f"{', '.join(_ARENA_KEYS)})", arena=name)
         clean = {}
         if cfg.get("alignment_bytes") is not None:
             clean["alignment_bytes"] = _check_alignment(cfg["alignment_bytes"],
@@ -85,9 +85,13 @@ def check_arena_config(arenas: Any) -> dict:
         for key in ("capacity_bytes", "page_size"):
             if cfg.get(key) is not None:
                 value = cfg[key]
-                if not _is_int(value) or value < 0 or value > _U64_MAX:
+                if not _is_int(value) or value < 0:
                     raise PlanError("INVALID_IR_SHAPES",
-                                    f"arena {name!r}: {key} must be an integer in [0, 2^64), got {value!r}",
+                                    f"arena {name!r}: {key} must be an integer >= 0, got {value!r}",
+                                    arena=name)
+                if value > _U64_MAX:
+                    raise PlanError("ALLOCATION_OVERFLOW",
+                                    f"arena {name!r}: {key} = {value} does not fit in 64 bits",
                                     arena=name)
                 clean[key] = value
         if cfg.get("persistent") is not None:
@@ -95,6 +99,11 @@ def check_arena_config(arenas: Any) -> dict:
                 raise PlanError("INVALID_IR_SHAPES", f"arena {name!r}: persistent must be a bool",
                                 arena=name)
             clean["persistent"] = cfg["persistent"]
+        unknown = sorted(str(key) for key in cfg if key not in _ARENA_KEYS)
+        if unknown:
+            raise PlanError("INVALID_IR_SHAPES",
+                            f"arena {name!r}: unknown key {unknown[0]!r} (expected one of "
+                            f"{', '.join(_ARENA_KEYS)})", arena=name)
         out[name] = clean
     return out
 
@@ -112,9 +121,9 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-    config = check_arena_config(arenas)
     default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
         alignment, "alignment")
+    config = check_arena_config(arenas)
     g = load_graph(graph)
     core = _core.plan(g._core_input(), mode, default_alignment, config)
     return Plan(core, graph_name=g.name)

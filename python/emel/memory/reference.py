@@ -176,7 +176,7 @@ def check_arena_config(arenas=None, alignment=None):
             raise _bad(f"arenas= keys must be non-empty arena names, got {name!r}")
     for name in sorted(arenas):
         settings = arenas[name]
-        if settings is None:
+        if settings is None:               # CHOICE: like an empty object; null values count as absent
             settings = {}
         if not isinstance(settings, dict):
             raise _bad(f"arenas[{name!r}] must be an object of settings, got {_kind(settings)}", arena=name)
@@ -236,6 +236,7 @@ class Graph:
         self.saved = []          # bool (saved_for_backward)
         self.can_inplace = []    # bool
         self.base = []           # tensor k of view_of.base, or None for storage tensors
+        self.is_view = []        # bool: base is not None
         self.byte_offset = []    # int (0 for storage tensors)
         self.must_not_alias = [] # list of tensor k
         # nodes, in document order
@@ -256,18 +257,16 @@ class Graph:
     def n_steps(self):
         return len(self.order)
 
-    def is_view(self, t):
-        return self.base[t] is not None
-
-
-def _field(obj, key):
-    """Phase A: an optional field whose value is null counts as absent."""
-    return obj.get(key)
 
 
 def _check_uint(value, what, **where):
     """Phase A: an integer >= 0 (INVALID_IR_SHAPES) that fits in a u64
-    (ALLOCATION_OVERFLOW)."""
+    (ALLOCATION_OVERFLOW). ``what`` is a string, or a function making it (so
+    that the message is only formatted when there is an error)."""
+    if _is_int(value) and 0 <= value <= U64_MAX:
+        return value
+    if callable(what):
+        what = what()
     if not _is_int(value):
         raise _bad(f"{what} must be an integer >= 0, got {_kind(value)} {value!r}", **where)
     if value < 0:
@@ -292,35 +291,35 @@ def _check_tensor_shape(k, t):
     where = f"tensors[{k}]"
     if not isinstance(t, dict):
         raise _bad(f"{where} must be an object, got {_kind(t)}")
-    tid = _field(t, "id")
+    tid = t.get("id")
     if not isinstance(tid, str) or not tid:
         raise _bad(f"{where}.id must be a non-empty string, got {_kind(tid)} {tid!r}")
     where = f"tensor {tid!r}"
     name = {"tensor": tid}
 
-    shape = _field(t, "shape")
+    shape = t.get("shape")
     if not isinstance(shape, list):
         raise _bad(f"{where}: shape must be a list of integers >= 0, got {_kind(shape)}", **name)
     for j, dim in enumerate(shape):
-        _check_uint(dim, f"{where}: shape[{j}]", **name)
+        _check_uint(dim, lambda: f"{where}: shape[{j}]", **name)
 
-    dtype = _field(t, "dtype")
+    dtype = t.get("dtype")
     if not isinstance(dtype, str) or not dtype:
         raise _bad(f"{where}: dtype must be a non-empty string, got {_kind(dtype)} {dtype!r}", **name)
 
-    role = _field(t, "role")
+    role = t.get("role")
     if role not in ROLES:
         raise _bad(f"{where}: role must be one of {', '.join(ROLES)}; got {role!r}", **name)
 
-    nbytes = _field(t, "nbytes")
+    nbytes = t.get("nbytes")
     if nbytes is not None:
         _check_uint(nbytes, f"{where}: nbytes", **name)
 
-    arena = _field(t, "arena")
+    arena = t.get("arena")
     if arena is not None and (not isinstance(arena, str) or not arena):
         raise _bad(f"{where}: arena must be a non-empty string, got {_kind(arena)} {arena!r}", **name)
 
-    alignment = _field(t, "alignment")
+    alignment = t.get("alignment")
     if alignment is not None:
         if not _is_int(alignment):
             raise _bad(f"{where}: alignment must be an integer power of two, got {_kind(alignment)} "
@@ -330,24 +329,24 @@ def _check_tensor_shape(k, t):
                             f"{where}: alignment must be a power of two >= 1, got {alignment}", **name)
 
     for flag in ("saved_for_backward", "can_inplace"):
-        value = _field(t, flag)
+        value = t.get(flag)
         if value is not None and not isinstance(value, bool):
             raise _bad(f"{where}: {flag} must be true or false, got {_kind(value)} {value!r}", **name)
 
-    view_of = _field(t, "view_of")
+    view_of = t.get("view_of")
     if view_of is not None:
         if not isinstance(view_of, dict):
             raise _bad(f"{where}: view_of must be an object {{base, byte_offset}}, got {_kind(view_of)}",
                        **name)
-        base = _field(view_of, "base")
+        base = view_of.get("base")
         if not isinstance(base, str):
             raise _bad(f"{where}: view_of.base must be a tensor id (a string), got {_kind(base)} {base!r}",
                        **name)
-        byte_offset = _field(view_of, "byte_offset")
+        byte_offset = view_of.get("byte_offset")
         if byte_offset is not None:
             _check_uint(byte_offset, f"{where}: view_of.byte_offset", **name)
 
-    must_not_alias = _field(t, "must_not_alias")
+    must_not_alias = t.get("must_not_alias")
     if must_not_alias is not None:
         _check_string_list(must_not_alias, f"{where}: must_not_alias", **name)
 
@@ -357,24 +356,25 @@ def _check_node_shape(k, n):
     where = f"nodes[{k}]"
     if not isinstance(n, dict):
         raise _bad(f"{where} must be an object, got {_kind(n)}")
-    nid = _field(n, "id")
+    nid = n.get("id")
     if not isinstance(nid, str) or not nid:
         raise _bad(f"{where}.id must be a non-empty string, got {_kind(nid)} {nid!r}")
     where = f"node {nid!r}"
-    op = _field(n, "op")
+    op = n.get("op")
     if not isinstance(op, str):
         raise _bad(f"{where}: op must be a string, got {_kind(op)} {op!r}", node=nid)
     for key in ("inputs", "outputs"):
-        value = _field(n, key)
+        value = n.get(key)
         if value is not None:
             _check_string_list(value, f"{where}: {key}", node=nid)
-    phase = _field(n, "phase")
+    phase = n.get("phase")
     if phase is not None and phase not in PHASES:
         raise _bad(f"{where}: phase must be forward or backward, got {phase!r}", node=nid)
 
 
 def _check_document_shape(document):
-    """Phase A. CHOICE: the top level first (object, format, tensors, nodes,
+    """Phase A. Optional fields are read with ``.get``, so a ``null`` value
+    counts as absent. CHOICE: the top level first (object, format, tensors, nodes,
     name, source), then every tensor, then every node, then execution_order
     and outputs (the order of the bullets in algorithm.md)."""
     if not isinstance(document, dict):
@@ -386,7 +386,7 @@ def _check_document_shape(document):
         if not isinstance(document.get(key), list):
             raise _bad(f"the document's {key!r} must be a list, got {_kind(document.get(key))}")
     for key in ("name", "source"):
-        value = _field(document, key)
+        value = document.get(key)
         if value is not None and not isinstance(value, str):
             raise _bad(f"the document's {key!r} must be a string, got {_kind(value)}")
     for k, t in enumerate(document["tensors"]):
@@ -394,7 +394,7 @@ def _check_document_shape(document):
     for k, n in enumerate(document["nodes"]):
         _check_node_shape(k, n)
     for key in ("execution_order", "outputs"):
-        value = _field(document, key)
+        value = document.get(key)
         if value is not None:
             _check_string_list(value, f"the document's {key!r}")
 
@@ -405,7 +405,7 @@ def validate_document(document):
     The document is only read, never modified."""
     _check_document_shape(document)
     g = Graph()
-    g.name = _field(document, "name") or ""
+    g.name = document.get("name") or ""
     tensors = document["tensors"]
     nodes = document["nodes"]
 
@@ -420,11 +420,11 @@ def validate_document(document):
         g.shape.append(list(t["shape"]))
         g.dtype.append(t["dtype"])
         g.role.append(t["role"])
-        g.nbytes.append(_field(t, "nbytes"))
-        g.arena.append(_field(t, "arena"))
-        g.alignment.append(_field(t, "alignment"))
-        g.saved.append(bool(_field(t, "saved_for_backward")))
-        g.can_inplace.append(bool(_field(t, "can_inplace")))
+        g.nbytes.append(t.get("nbytes"))
+        g.arena.append(t.get("arena"))
+        g.alignment.append(t.get("alignment"))
+        g.saved.append(bool(t.get("saved_for_backward")))
+        g.can_inplace.append(bool(t.get("can_inplace")))
 
     # B2. node ids are unique.
     node_index = {}
@@ -438,7 +438,7 @@ def validate_document(document):
     # B3. per tensor: view_of.base and must_not_alias name known tensors; no self-base.
     for k, t in enumerate(tensors):
         tid = t["id"]
-        view_of = _field(t, "view_of")
+        view_of = t.get("view_of")
         if view_of is None:
             g.base.append(None)
             g.byte_offset.append(0)
@@ -449,9 +449,10 @@ def validate_document(document):
             if base not in g.index:
                 raise _bad(f"tensor {tid!r}: view_of.base {base!r} is not a tensor of the graph", tensor=tid)
             g.base.append(g.index[base])
-            g.byte_offset.append(_field(view_of, "byte_offset") or 0)
+            g.byte_offset.append(view_of.get("byte_offset") or 0)
+        g.is_view.append(view_of is not None)
         partners = []
-        for other in _field(t, "must_not_alias") or ():
+        for other in t.get("must_not_alias") or ():
             if other not in g.index:
                 raise _bad(f"tensor {tid!r}: must_not_alias names {other!r}, which is not a tensor of the graph",
                            tensor=tid)
@@ -465,7 +466,7 @@ def validate_document(document):
         lists = []
         for key in ("inputs", "outputs"):
             ks = []
-            for tid in _field(n, key) or ():
+            for tid in n.get(key) or ():
                 if tid not in g.index:
                     raise _bad(f"node {nid!r}: {key} names {tid!r}, which is not a tensor of the graph",
                                node=nid, tensor=tid)
@@ -485,14 +486,14 @@ def validate_document(document):
             g.producer[t] = k
 
     # B6. execution_order: known nodes, no repeats, every node present.
-    order = _field(document, "execution_order")
+    order = document.get("execution_order")
     if order is None:
         g.order = list(range(len(nodes)))
     else:
         g.order_given = True
         seen = set()
         for nid in order:
-            if nid not in node_index:
+            if nid not in node_index:     # CHOICE: the unknown id is named in .node
                 raise _bad(f"execution_order names {nid!r}, which is not a node of the graph", node=nid)
             if nid in seen:
                 raise _bad(f"execution_order lists node {nid!r} twice", node=nid)
@@ -503,7 +504,7 @@ def validate_document(document):
                 raise _bad(f"execution_order does not list node {nid!r}; every node must appear once", node=nid)
 
     # B7. top-level outputs are known tensors.
-    for tid in _field(document, "outputs") or ():
+    for tid in document.get("outputs") or ():
         if tid not in g.index:
             raise _bad(f"outputs names {tid!r}, which is not a tensor of the graph", tensor=tid)
         g.graph_outputs.append(g.index[tid])
@@ -534,7 +535,7 @@ def compute_sizes(g):
                 shape_bytes *= dim          # exact; 0 as soon as a dimension is 0
             _u64(shape_bytes, f"tensor {tid!r}: the size of shape {g.shape[t]} x {element} bytes "
                               f"({g.dtype[t]})", tensor=tid)
-        if g.is_view(t):
+        if g.is_view[t]:
             # A view's nbytes is the span it covers; it may differ from shape_bytes.
             size = nbytes if nbytes is not None else shape_bytes
         else:
@@ -572,11 +573,11 @@ def resolve_views(g, sizes):
     offset fits in a u64, by induction); (3) per tensor in document order, per
     must_not_alias entry in order, the pair can be honoured."""
     n = g.n_tensors
-    root = [t if not g.is_view(t) else None for t in range(n)]
+    root = [t if not g.is_view[t] else None for t in range(n)]
 
     # (1) roots (iteratively, each tensor walked once) and bounds.
     for v in range(n):
-        if not g.is_view(v):
+        if not g.is_view[v]:
             continue
         if root[v] is None:
             path, on_path, t = [], set(), v
@@ -598,9 +599,9 @@ def resolve_views(g, sizes):
                        f"{g.ids[base]!r}, which has only {sizes[base]} bytes", tensor=g.ids[v])
 
     # (2) root offsets and view alignments.
-    root_offset = [0 if not g.is_view(t) else None for t in range(n)]
+    root_offset = [0 if not g.is_view[t] else None for t in range(n)]
     for v in range(n):
-        if not g.is_view(v):
+        if not g.is_view[v]:
             continue
         if root_offset[v] is None:
             path, t = _walk_up(g, v, root_offset)
@@ -642,7 +643,7 @@ def check_order(g):
 
     # anc(v) = max(prod(base), anc(base)); "unset" is a sentinel, None = no produced ancestor.
     unset = object()
-    anc = [None if not g.is_view(t) else unset for t in range(g.n_tensors)]
+    anc = [None if not g.is_view[t] else unset for t in range(g.n_tensors)]
     for v in range(g.n_tensors):
         if anc[v] is unset:
             path, t = [], v
@@ -657,11 +658,11 @@ def check_order(g):
         for t in g.inputs[k]:
             if prod[t] is not None and prod[t] >= s:
                 raise _order_error(g, k, s, t, t, prod[t], "reads")
-            if g.is_view(t) and anc[t] is not None and anc[t] >= s:
+            if g.is_view[t] and anc[t] is not None and anc[t] >= s:
                 a = _ancestor_produced_at(g, t, prod, anc[t])
                 raise _order_error(g, k, s, t, a, anc[t], "reads")
         for v in g.outputs[k]:
-            if g.is_view(v) and anc[v] is not None and anc[v] > s:
+            if g.is_view[v] and anc[v] is not None and anc[v] > s:
                 a = _ancestor_produced_at(g, v, prod, anc[v])
                 raise _order_error(g, k, s, v, a, anc[v], "outputs")
     return prod
@@ -713,7 +714,7 @@ def _dataflow_has_cycle(g):
     A self-edge (a node reading what it produces) is a cycle."""
     n_nodes = len(g.node_ids)
     unset = object()
-    near = [None if not g.is_view(t) else unset for t in range(g.n_tensors)]
+    near = [None if not g.is_view[t] else unset for t in range(g.n_tensors)]
     for v in range(g.n_tensors):
         if near[v] is unset:
             path, t = [], v
@@ -735,10 +736,10 @@ def _dataflow_has_cycle(g):
         for t in g.inputs[y]:
             if g.producer[t] is not None:
                 edge(g.producer[t], y)
-            if g.is_view(t) and near[t] is not None:
+            if g.is_view[t] and near[t] is not None:
                 edge(g.producer[near[t]], y)
         for v in g.outputs[y]:
-            if g.is_view(v) and near[v] is not None and g.producer[near[v]] != y:
+            if g.is_view[v] and near[v] is not None and g.producer[near[v]] != y:
                 edge(g.producer[near[v]], y)
 
     ready = [y for y in range(n_nodes) if indegree[y] == 0]
@@ -775,10 +776,10 @@ class Analysis:
         # (1 when none has one) -- part of a(t), and needed by the self-check too.
         self.view_alignment = [1] * g.n_tensors
         for t in range(g.n_tensors):
-            if g.is_view(t) and g.alignment[t] is not None:
+            if g.is_view[t] and g.alignment[t] is not None:
                 r = root[t]
                 self.view_alignment[r] = max(self.view_alignment[r], g.alignment[t])
-        self.storage = [t for t in range(g.n_tensors) if not g.is_view(t)]
+        self.storage = [t for t in range(g.n_tensors) if not g.is_view[t]]
 
 
 def analyse(document, mode="inference"):
@@ -828,7 +829,7 @@ def liveness(g, mode, root, prod):
     birth = [None] * n
     death = [None] * n
     for t in range(n):
-        if g.is_view(t):
+        if g.is_view[t]:
             continue                        # a view has no lifetime of its own
         b = prod[t] if prod[t] is not None else 0
         d = b if last_touch[t] is None else max(b, last_touch[t])
@@ -924,41 +925,40 @@ def _effective_alignment(a, t, arena_alignment):
 # §4: slots
 # ---------------------------------------------------------------------------
 def assign_slots(a, arenas, arena_of, align, aligned_size):
-    """§4 (AssignLogicalSlots_v1). Fills ``arena.slots`` and returns
-    ``(slot_of, inplace_of, placement)``: each storage tensor's slot number in
-    its arena, its in-place victim (or None), and each arena's placement order."""
+    """§4 (AssignLogicalSlots_v1). Fills ``arena.slots`` (each slot's holders
+    in placement order) and returns ``(slot_of, inplace_of)``: each storage
+    tensor's slot number in its arena and its in-place victim (or None)."""
     g = a.graph
     slot_of = [None] * g.n_tensors
     inplace_of = [None] * g.n_tensors
-    placement = {}
     partners = _root_partners(a)
-    for name, arena in arenas.items():
+    for arena in arenas.values():
         if arena.persistent:
             # Persistent arena: id order, the k-th tensor alone in slot k, no reuse.
-            order = sorted(arena.tensors, key=lambda t: g.ids[t])
-            for t in order:
+            for t in sorted(arena.tensors, key=lambda t: g.ids[t]):
                 slot = Slot()
                 _place(arena, slot, len(arena.slots), t, slot_of, align, aligned_size)
                 arena.slots.append(slot)
         else:
-            order = _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size)
-        placement[name] = order
-    return slot_of, inplace_of, placement
+            _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size)
+    return slot_of, inplace_of
 
 
 def _root_partners(a):
     """must_not_alias pairs resolved to their roots, both ways (storage tensor ->
-    set of storage tensors). CHOICE: a pair on a single root (allowed by phase
-    D when the byte ranges are disjoint) puts no constraint on slots; a pair
-    with a view constrains the view's whole root."""
+    set of storage tensors; tensors without a pair are absent).
+
+    CHOICE: a pair on a single root (allowed by phase D when the byte ranges
+    are disjoint) puts no constraint on slots; a pair with a view constrains
+    the view's whole root."""
     g = a.graph
-    partners = [set() for _ in range(g.n_tensors)]
+    partners = {}
     for t in range(g.n_tensors):
         for p in g.must_not_alias[t]:
             x, y = a.root[t], a.root[p]
             if x != y:
-                partners[x].add(y)
-                partners[y].add(x)
+                partners.setdefault(x, set()).add(y)
+                partners.setdefault(y, set()).add(x)
     return partners
 
 
@@ -970,7 +970,10 @@ def _place(arena, slot, k, t, slot_of, align, aligned_size):
 
 
 def _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size):
-    """§4, reusing arena: sweep the tensors by (birth, size descending, id)."""
+    """§4, reusing arena: sweep the tensors by (birth, size descending, id).
+
+    CHOICE: "size" in the sort key and in the victim rules is the tensor's
+    size as it is, not its aligned size."""
     g = a.graph
     order = sorted(arena.tensors, key=lambda t: (a.birth[t], -a.sizes[t], g.ids[t]))
     holder = []        # slot -> its current holder (the last tensor placed in it)
@@ -986,7 +989,8 @@ def _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_siz
             if holder[k] == h:
                 heappush(free, k)
         # Slots that ever held a must_not_alias partner of t (a tensor is placed once).
-        forbidden = {slot_of[p] for p in partners[t] if arena_of[p] == arena.name and slot_of[p] is not None}
+        forbidden = {slot_of[p] for p in partners.get(t, ())
+                     if arena_of[p] == arena.name and slot_of[p] is not None}
 
         # 2. In place: take the slot of the largest eligible victim (ties: id order).
         k = None
@@ -1013,7 +1017,6 @@ def _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_siz
         holder[k] = t
         _place(arena, arena.slots[k], k, t, slot_of, align, aligned_size)
         heappush(active, (a.death[t], k, t))
-    return order
 
 
 def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, node_aliases):
@@ -1025,11 +1028,11 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
     s = a.prod[t]
     node = g.producer[t]
     if node not in node_aliases:
-        node_aliases[node] = {a.root[x] for x in g.inputs[node] + g.outputs[node] if g.is_view(x)}
+        node_aliases[node] = {a.root[x] for x in g.inputs[node] + g.outputs[node] if g.is_view[x]}
     aliased = node_aliases[node]
     best = None
     for i in dict.fromkeys(g.inputs[node]):            # each input once, in order
-        if g.is_view(i) or i == t or arena_of[i] != arena.name:
+        if g.is_view[i] or i == t or arena_of[i] != arena.name:
             continue
         if a.death[i] != s:
             continue
@@ -1045,10 +1048,11 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
             continue
         if a.sizes[i] < a.sizes[t]:
             continue
-        if i in partners[t] or slot_of[i] in forbidden:   # must_not_alias
+        if i in partners.get(t, ()) or slot_of[i] in forbidden:   # must_not_alias
             continue
         # the largest victim; between equal sizes, the first in id order
-        if best is None or a.sizes[i] > a.sizes[best] or (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
+        if best is None or a.sizes[i] > a.sizes[best] or \
+                (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
             best = i
     return best
 
@@ -1056,7 +1060,7 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
 # ---------------------------------------------------------------------------
 # §5: layout
 # ---------------------------------------------------------------------------
-def layout(a, arenas, placement):
+def layout(a, arenas):
     """§5 (MapToVirtualAddresses_v1): slot offsets and arena sizes, then the
     capacity check. Arenas in name order.
 
@@ -1072,10 +1076,9 @@ def layout(a, arenas, placement):
             end = _u64(slot.offset + slot.size, f"arena {name!r}: the end of slot {k}", **where)
         arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
         if arena.capacity_bytes is not None and arena.size > arena.capacity_bytes:
-            rank = {t: r for r, t in enumerate(placement[name])}
             for k, slot in enumerate(arena.slots):
                 if slot.offset + slot.size > arena.capacity_bytes:
-                    first = min(slot.holders, key=rank.__getitem__)
+                    first = slot.holders[0]       # holders are in placement order
                     raise PlanError(
                         "ARENA_TOO_SMALL",
                         f"arena {name!r} needs {arena.size} bytes but its capacity_bytes is "
@@ -1092,7 +1095,7 @@ def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of):
     g = a.graph
     tensors = {}
     for t in range(g.n_tensors):
-        if g.is_view(t):
+        if g.is_view[t]:
             continue
         arena = arenas[arena_of[t]]
         slot = arena.slots[slot_of[t]]
@@ -1104,7 +1107,7 @@ def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of):
     result_tensors = {}
     for t in range(g.n_tensors):                       # document order
         tid = g.ids[t]
-        if g.is_view(t):
+        if g.is_view[t]:
             r = a.root[t]
             result_tensors[tid] = {"arena": arena_of[t], "offset": tensors[g.ids[r]]["offset"] + a.root_offset[t],
                                    "size": a.sizes[t], "view_of": g.ids[r]}
@@ -1153,7 +1156,7 @@ def _self_check(a, plan_dict):
 
     # 1. Alignment: storage tensors to a(t), views to their own alignment. Document order.
     for t in range(g.n_tensors):
-        if g.is_view(t):
+        if g.is_view[t]:
             need = g.alignment[t]
         else:
             need = _effective_alignment(a, t, arena_alignment[arena[t]])
@@ -1170,7 +1173,7 @@ def _self_check(a, plan_dict):
                             f"tensor {g.ids[t]!r} spans bytes [{offset[t]}, {offset[t] + size[t]}) of arena "
                             f"{arena[t]!r}, which has only {arena_size[arena[t]]} bytes",
                             tensor=g.ids[t], arena=arena[t])
-        if g.is_view(t):
+        if g.is_view[t]:
             r = a.root[t]
             if arena[t] != arena[r] or offset[t] != offset[r] + a.root_offset[t]:
                 raise PlanError("ADDRESS_COLLISION",
@@ -1191,7 +1194,8 @@ def _self_check(a, plan_dict):
     for name in sorted(by_arena):
         _check_no_overlap(a, name, by_arena[name], offset, inplace)
 
-    # 4. must_not_alias pairs never overlap in bytes (lifetimes do not matter).
+    # 4. must_not_alias pairs never overlap in bytes (lifetimes do not matter;
+    #    tensors in different arenas never overlap). Named: the listing tensor.
     for t in range(g.n_tensors):
         for p in g.must_not_alias[t]:
             if arena[t] == arena[p] and _ranges_intersect(offset[t], size[t], offset[p], size[p]):
@@ -1221,7 +1225,7 @@ def _read_plan(g, plan_dict):
         e = plan_dict["tensors"].get(tid)
         if not isinstance(e, dict):
             raise _bad(f"plan: there is no entry for tensor {tid!r}", tensor=tid)
-        if e.get("arena") not in arena_size:
+        if not isinstance(e.get("arena"), str) or e["arena"] not in arena_size:
             raise _bad(f"plan: tensor {tid!r} is in arena {e.get('arena')!r}, which is not in the plan's arenas",
                        tensor=tid)
         if not _is_int(e.get("offset")) or e["offset"] < 0:
@@ -1233,6 +1237,10 @@ def _read_plan(g, plan_dict):
 
 def _check_no_overlap(a, name, members, offset, inplace):
     """§6, third bullet, for one arena, in O((n + overlaps) log n).
+
+    CHOICE (which pair is named): the first offending pair met in this sweep
+    (tensors by birth, then id; the overlapping live tensors in id order);
+    ``.tensor`` is the first of the two in id order, the message names both.
 
     Sweep the storage tensors by (birth, id). ``live`` holds the tensors still
     alive, as (offset, end, tensor) sorted by offset. Each newly born tensor
@@ -1359,8 +1367,8 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
     a = analyse(document, mode)                                             # §1 A-E, §2
     arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment)  # §3
-    slot_of, inplace_of, placement = assign_slots(a, arena_map, arena_of, align, aligned_size)  # §4
-    layout(a, arena_map, placement)                                         # §5
+    slot_of, inplace_of = assign_slots(a, arena_map, arena_of, align, aligned_size)  # §4
+    layout(a, arena_map)                                                    # §5
     result = _plan_document(a, strategy, arena_map, arena_of, slot_of, inplace_of)
     _self_check(a, result)                                                  # §6
     result["metrics"] = metrics(a, arena_map, slot_of, inplace_of)          # §7

@@ -255,49 +255,50 @@ Graph build_graph(const GraphInput& in) {
     g.root.resize(T);
     for (size_t t = 0; t < T; ++t) g.root[t] = static_cast<uint32_t>(t);
     {
-        // Pass 1: every chain reaches a storage root. state: 0 new, 1 on path, 2 done.
+        // Pass 1, per view in document order: its chain reaches a storage root
+        // (state: 0 new, 1 on the current walk, 2 done), and it lies inside its
+        // direct base.
         std::vector<uint8_t> state(T, 0);
         std::vector<uint32_t> path;
         for (size_t v = 0; v < T; ++v) {
-            if (g.view_base[v] == kNone || state[v] == 2) continue;
-            path.clear();
-            uint32_t cur = static_cast<uint32_t>(v);
-            while (g.view_base[cur] != kNone && state[cur] == 0) {
-                state[cur] = 1;
-                path.push_back(cur);
-                cur = g.view_base[cur];
+            if (g.view_base[v] == kNone) continue;
+            if (state[v] != 2) {
+                path.clear();
+                uint32_t cur = static_cast<uint32_t>(v);
+                while (g.view_base[cur] != kNone && state[cur] == 0) {
+                    state[cur] = 1;
+                    path.push_back(cur);
+                    cur = g.view_base[cur];
+                }
+                if (g.view_base[cur] != kNone && state[cur] == 1)
+                    fail(ErrorCode::InvalidIrShapes,
+                         "tensor " + q(in.tensor_id[v]) +
+                             ": its chain of view_of bases loops back to " + q(in.tensor_id[cur]),
+                         in.tensor_id[v]);
+                const uint32_t r = g.view_base[cur] == kNone ? cur : g.root[cur];
+                for (uint32_t p : path) {
+                    g.root[p] = r;
+                    state[p] = 2;
+                }
             }
-            if (g.view_base[cur] != kNone && state[cur] == 1)
-                fail(ErrorCode::InvalidIrShapes,
-                     "tensor " + q(in.tensor_id[v]) + ": its chain of view_of bases loops back to " +
-                         q(in.tensor_id[cur]),
+            const uint32_t b = g.view_base[v];
+            auto end = checked_add(in.view_byte_offset[v], g.size[v]);
+            if (!end)
+                fail(ErrorCode::AllocationOverflow,
+                     "view " + q(in.tensor_id[v]) + ": byte_offset + nbytes exceeds 2^64-1",
                      in.tensor_id[v]);
-            const uint32_t r = g.view_base[cur] == kNone ? cur : g.root[cur];
-            for (uint32_t p : path) {
-                g.root[p] = r;
-                state[p] = 2;
-            }
+            if (*end > g.size[b])
+                fail(ErrorCode::InvalidIrShapes,
+                     "view " + q(in.tensor_id[v]) + " covers bytes [" +
+                         std::to_string(in.view_byte_offset[v]) + ", " + std::to_string(*end) +
+                         ") but its base " + q(in.tensor_id[b]) + " has only " +
+                         std::to_string(g.size[b]) + " bytes",
+                     in.tensor_id[v]);
         }
-    }
-    for (size_t v = 0; v < T; ++v) {  // Pass 2: inside the direct base.
-        if (g.view_base[v] == kNone) continue;
-        const uint32_t b = g.view_base[v];
-        auto end = checked_add(in.view_byte_offset[v], g.size[v]);
-        if (!end)
-            fail(ErrorCode::AllocationOverflow,
-                 "view " + q(in.tensor_id[v]) + ": byte_offset + nbytes exceeds 2^64-1",
-                 in.tensor_id[v]);
-        if (*end > g.size[b])
-            fail(ErrorCode::InvalidIrShapes,
-                 "view " + q(in.tensor_id[v]) + " covers bytes [" +
-                     std::to_string(in.view_byte_offset[v]) + ", " + std::to_string(*end) +
-                     ") but its base " + q(in.tensor_id[b]) + " has only " +
-                     std::to_string(g.size[b]) + " bytes",
-                 in.tensor_id[v]);
     }
     g.root_offset.assign(T, 0);
     {
-        // Pass 3: root offsets (memoised walk, no recursion) and view alignment.
+        // Pass 2: root offsets (memoised walk, no recursion) and view alignment.
         std::vector<uint8_t> done(T, 0);
         std::vector<uint32_t> path;
         for (size_t v = 0; v < T; ++v) {
@@ -325,7 +326,7 @@ Graph build_graph(const GraphInput& in) {
                          std::to_string(in.alignment[v]),
                      in.tensor_id[v]);
     }
-    for (const auto& [a, b] : g.must_not_alias) {  // Pass 4.
+    for (const auto& [a, b] : g.must_not_alias) {  // Pass 3.
         if (g.root[a] != g.root[b]) continue;
         const uint64_t a0 = g.root_offset[a], a1 = a0 + g.size[a];
         const uint64_t b0 = g.root_offset[b], b1 = b0 + g.size[b];

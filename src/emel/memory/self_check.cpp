@@ -48,6 +48,9 @@ void self_check(const Graph& g, const Plan& p) {
                                 std::to_string(p.offset[t]) + " of arena '" + a.name +
                                 "' is not aligned to " + std::to_string(align),
                             g.tensor_id[t], {}, a.name);
+    }
+    for (uint32_t t = 0; t < T; ++t) {
+        const ArenaPlan& a = p.arenas[p.arena_of[t]];
         if (p.offset[t] > a.size || g.size[t] > a.size - p.offset[t])
             throw PlanError(ErrorCode::AddressCollision,
                             "tensor '" + g.tensor_id[t] + "' at offset " +
@@ -55,6 +58,18 @@ void self_check(const Graph& g, const Plan& p) {
                                 " bytes) runs past the end of arena '" + a.name + "' (" +
                                 std::to_string(a.size) + " bytes)",
                             g.tensor_id[t], {}, a.name);
+        if (g.is_view(t)) {  // a view sits where its root puts it
+            const uint32_t r = g.root[t];
+            if (p.offset[r] > UINT64_MAX - g.root_offset[t] ||
+                p.offset[t] != p.offset[r] + g.root_offset[t])
+                throw PlanError(ErrorCode::AddressCollision,
+                                "view '" + g.tensor_id[t] + "' is at offset " +
+                                    std::to_string(p.offset[t]) + " of arena '" + a.name +
+                                    "', but its root '" + g.tensor_id[r] + "' puts it at " +
+                                    std::to_string(p.offset[r]) + " + " +
+                                    std::to_string(g.root_offset[t]),
+                                g.tensor_id[t], {}, a.name);
+        }
     }
 
     // Sweep births in order; `live` holds disjoint byte ranges keyed by start.
