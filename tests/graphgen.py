@@ -354,12 +354,24 @@ class _Builder:
             tid = self.pick_input(from_saved=from_saved)
             if tid is not None:
                 inputs.append(tid)
+        forced_victim = None
+        if c.chance(40 if k == 0 else 18):
+            # an in-place pair made on purpose: read a storage tensor for the
+            # last time (at step 0 that is an unproduced tensor, born at the
+            # same step as its taker) and overwrite it
+            cands = [t for t in self.pool if not self.info[t]["view"]]
+            if cands:
+                forced_victim = cands[-1 - c.int(0, min(2, len(cands) - 1))]
+                self.pool.remove(forced_victim)
+                inputs.insert(c.int(0, len(inputs)), forced_victim)
         if inputs and c.chance(2):
             inputs.append(inputs[0])                      # duplicated input id
         storage_inputs = [t for t in inputs if not self.info[t]["view"]]
         outputs = []
         n_out = c.pick((1, 1, 1, 1, 2, 2, 3, 4, 0))
-        for _ in range(n_out):
+        if forced_victim is not None:
+            n_out = max(n_out, 1)
+        for j in range(n_out):
             if c.chance(15):
                 cands = [t for t in self.pool[-6:]] + outputs
                 if cands:
@@ -372,7 +384,11 @@ class _Builder:
             else:
                 role = "output" if c.chance(5) else "activation"
             victim = None
-            if storage_inputs and c.chance(35):
+            if forced_victim is not None and j == 0:
+                victim = forced_victim
+                vs = self.info[victim]["size"]
+                size = vs if c.chance(55) else c.int(0, vs)
+            elif storage_inputs and c.chance(35):
                 victim = c.pick(storage_inputs)
                 vs = self.info[victim]["size"]
                 size = vs if c.chance(55) else c.int(0, vs)
@@ -441,8 +457,8 @@ class _Builder:
         if self.training or c.chance(10):
             for _ in range(c.int(0, 2)):
                 self.pool.append(self.add_storage("optimizer_state", self.size(), hint="m")["id"])
-        for role in ("activation", "gradient", "output"):
-            if c.chance(5):   # unproduced non-input roles: live from step 0
+        for role in ("activation", "gradient", "output", "activation"):
+            if c.chance(8):   # unproduced non-input roles: live from step 0
                 self.pool.append(self.add_storage(role, self.size())["id"])
         if self.pool and c.chance(20):
             # unproduced views of unproduced bases (weight slices, ...), views of views
@@ -466,7 +482,11 @@ class _Builder:
         if c.chance(20):
             doc["source"] = "hypothesis graphgen"
         tensors = self.tensors
-        if c.chance(25):
+        k = c.int(0, 99)
+        if k < 15:
+            # document order must not matter (only id order breaks ties)
+            tensors = tensors[::-1]
+        elif k < 45:
             tensors = c.shuffle(tensors)
         ids = [t["id"] for t in self.tensors]
         # must_not_alias pairs (never two intersecting ranges of one root)
@@ -953,3 +973,113 @@ def check_generated_graph(doc):
     for o in doc.get("outputs") or ():
         assert o in by_id
     return True
+
+
+# --------------------------------------------------------------------------
+# a greedy graph minimizer, for turning a failing example into a reproducer
+# --------------------------------------------------------------------------
+def _is_valid(doc):
+    try:
+        return check_generated_graph(doc)
+    except (AssertionError, KeyError, TypeError):
+        return False
+
+
+def _drop_node(doc, nid):
+    d = _copy(doc)
+    d["nodes"] = [n for n in d["nodes"] if n["id"] != nid]
+    if d.get("execution_order") is not None:
+        d["execution_order"] = [x for x in d["execution_order"] if x != nid]
+    return d
+
+
+def _drop_tensor(doc, tid):
+    d = _copy(doc)
+    d["tensors"] = [t for t in d["tensors"] if t["id"] != tid]
+    for n in d["nodes"]:
+        for key in ("inputs", "outputs"):
+            if n.get(key):
+                n[key] = [x for x in n[key] if x != tid]
+    for t in d["tensors"]:
+        if t.get("must_not_alias"):
+            t["must_not_alias"] = [x for x in t["must_not_alias"] if x != tid]
+    if d.get("outputs"):
+        d["outputs"] = [x for x in d["outputs"] if x != tid]
+    return d
+
+
+_OPTIONAL_TENSOR_KEYS = ("comment", "must_not_alias", "can_inplace", "saved_for_backward",
+                         "alignment", "arena", "nbytes")
+
+
+def minimize_graph(doc, still_fails, max_rounds=50):
+    """Greedily remove nodes, tensors, list entries and optional fields from
+    ``doc`` while it stays valid and ``still_fails(doc)`` stays true."""
+    def ok(d):
+        if not _is_valid(d):
+            return False
+        try:
+            return bool(still_fails(d))
+        except Exception:
+            return False
+
+    assert ok(doc), "the starting document does not fail"
+    for _ in range(max_rounds):
+        before = json_size(doc)
+        # whole nodes, last first (later nodes are more often removable)
+        for nid in [n["id"] for n in reversed(doc["nodes"])]:
+            d = _drop_node(doc, nid)
+            if ok(d):
+                doc = d
+        # whole tensors (views first, then storage)
+        for tid in [t["id"] for t in reversed(doc["tensors"])]:
+            d = _drop_tensor(doc, tid)
+            if ok(d):
+                doc = d
+        # list entries of nodes
+        for i in range(len(doc["nodes"])):
+            for key in ("inputs", "outputs"):
+                j = 0
+                while j < len(doc["nodes"][i].get(key) or []):
+                    d = _copy(doc)
+                    del d["nodes"][i][key][j]
+                    if ok(d):
+                        doc = d
+                    else:
+                        j += 1
+            if doc["nodes"][i].get("phase") is not None:
+                d = _copy(doc)
+                del d["nodes"][i]["phase"]
+                if ok(d):
+                    doc = d
+        # optional tensor fields, and simpler shapes
+        for i in range(len(doc["tensors"])):
+            for key in _OPTIONAL_TENSOR_KEYS:
+                if key in doc["tensors"][i]:
+                    d = _copy(doc)
+                    del d["tensors"][i][key]
+                    if ok(d):
+                        doc = d
+            t = doc["tensors"][i]
+            if t.get("view_of") is None and t["dtype"] in DTYPE_SIZES:
+                size = tensor_size(t)
+                if size % 4 == 0 and (t["dtype"] != "float32" or len(t["shape"]) != 1):
+                    d = _copy(doc)
+                    d["tensors"][i].update(shape=[size // 4], dtype="float32")
+                    d["tensors"][i].pop("nbytes", None)
+                    if ok(d):
+                        doc = d
+        for key in ("execution_order", "outputs", "source", "name"):
+            if key in doc:
+                d = _copy(doc)
+                del d[key]
+                if ok(d):
+                    doc = d
+        if json_size(doc) == before:
+            break
+    return doc
+
+
+def json_size(doc):
+    import json
+    return len(json.dumps(doc))

@@ -6,8 +6,10 @@
 
 #include <memory>
 
+#include "emel/memory/checked_math.hpp"
 #include "emel/memory/errors.hpp"
 #include "emel/memory/graph.hpp"
+#include "emel/memory/placement.hpp"
 #include "emel/memory/plan.hpp"
 
 namespace py = pybind11;
@@ -46,13 +48,36 @@ Mode parse_mode(const std::string& m) {
     throw py::value_error("mode must be 'inference', 'forward' or 'backward', got '" + m + "'");
 }
 
+Strategy parse_strategy(const std::string& s) {
+    if (s == "tmmu") return Strategy::Tmmu;
+    if (s == "greedy_by_size") return Strategy::GreedyBySize;
+    if (s == "best_fit") return Strategy::BestFit;
+    if (s == "auto") return Strategy::Auto;
+    if (s == "optimal") return Strategy::Optimal;
+    throw py::value_error("unknown strategy '" + s + "'");
+}
+
+Fit parse_fit(const std::string& f) {
+    if (f == "best") return Fit::Best;
+    if (f == "first") return Fit::First;
+    throw py::value_error("fit must be 'best' or 'first', got '" + f + "'");
+}
+
 // arenas: {name: {"alignment_bytes": int, "capacity_bytes": int, "page_size": int,
 //                 "persistent": bool}}, already type-checked by the Python layer.
-PlanOptions make_options(const std::string& mode, uint64_t default_alignment,
-                         const py::dict& arenas) {
+// role_arenas: {role index: arena name}.
+PlanOptions make_options(const std::string& mode, const std::string& strategy,
+                         const std::string& fit, uint64_t time_budget_ms,
+                         uint64_t default_alignment, const py::dict& arenas,
+                         const std::map<int, std::string>& role_arenas) {
     PlanOptions opt;
     opt.mode = parse_mode(mode);
+    opt.strategy = parse_strategy(strategy);
+    opt.fit = parse_fit(fit);
+    opt.work_budget = time_budget_ms > UINT64_MAX / kWorkUnitsPerMs ? UINT64_MAX
+                                                                     : time_budget_ms * kWorkUnitsPerMs;
     opt.default_alignment = default_alignment;
+    for (const auto& [role, name] : role_arenas) opt.role_arenas.at(role) = name;
     for (auto item : arenas) {
         ArenaConfig c;
         auto cfg = item.second.cast<py::dict>();
@@ -92,7 +117,11 @@ py::dict arena_dict(const ArenaPlan& a) {
     d["page_size"] = a.page_size;
     d["capacity_bytes"] = a.has_capacity ? py::object(py::int_(a.capacity)) : py::none();
     d["size"] = a.size;
-    d["slots"] = a.slot_size.size();
+    d["slots"] = a.has_slots ? py::object(py::int_(a.slot_size.size())) : py::none();
+    d["method"] = a.method;
+    d["work"] = a.work;
+    d["optimal"] = a.optimal;
+    d["proven_bound"] = a.proven_bound;
     d["lower_bound"] = a.lower_bound;
     d["max_live"] = a.max_live;
     d["storage_tensors"] = a.storage_tensors;
@@ -226,9 +255,11 @@ PYBIND11_MODULE(_core, m) {
 
     m.def(
         "plan",
-        [](const GraphInput& in, const std::string& mode, uint64_t default_alignment,
-           const py::dict& arenas) {
-            PlanOptions opt = make_options(mode, default_alignment, arenas);
+        [](const GraphInput& in, const std::string& mode, const std::string& strategy,
+           const std::string& fit, uint64_t time_budget_ms, uint64_t default_alignment,
+           const py::dict& arenas, const std::map<int, std::string>& role_arenas) {
+            PlanOptions opt = make_options(mode, strategy, fit, time_budget_ms, default_alignment,
+                                           arenas, role_arenas);
             py::gil_scoped_release release;
             validate_options(opt);  // configuration errors come before graph errors
             auto graph = std::make_shared<const Graph>(build_graph(in));
@@ -237,6 +268,69 @@ PYBIND11_MODULE(_core, m) {
             core->plan = make_plan(*graph, opt);
             return core;
         },
-        py::arg("graph"), py::arg("mode"), py::arg("default_alignment"), py::arg("arenas"),
-        "Validate and plan a graph with the tmmu strategy.");
+        py::arg("graph"), py::arg("mode"), py::arg("strategy"), py::arg("fit"),
+        py::arg("time_budget_ms"), py::arg("default_alignment"), py::arg("arenas"),
+        py::arg("role_arenas"), "Validate and plan a graph.");
+
+    m.def(
+        "place",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size,
+           const std::string& strategy, uint64_t alignment, const std::string& fit,
+           uint64_t time_budget_ms, uint64_t capacity) {
+            const size_t n = static_cast<size_t>(size.size());
+            Buffers b;
+            b.lower = from_numpy(lower, n, "lower");
+            b.upper = from_numpy(upper, n, "upper");
+            b.size = from_numpy(size, n, "size");
+            const Strategy s = parse_strategy(strategy);
+            const Fit f = parse_fit(fit);
+            const uint64_t budget = time_budget_ms > UINT64_MAX / kWorkUnitsPerMs
+                                        ? UINT64_MAX
+                                        : time_budget_ms * kWorkUnitsPerMs;
+            Placement placed;
+            {
+                py::gil_scoped_release release;
+                if (!is_power_of_two(alignment))
+                    throw PlanError(ErrorCode::AlignmentViolation,
+                                    "alignment must be a power of two, got " + std::to_string(alignment));
+                b.alignment.assign(n, alignment);
+                b.rank.resize(n);
+                for (size_t x = 0; x < n; ++x) {
+                    b.rank[x] = static_cast<uint32_t>(x);
+                    if (b.lower[x] > b.upper[x])
+                        throw PlanError(ErrorCode::InvalidIrShapes,
+                                        "row " + std::to_string(x) + ": lower " +
+                                            std::to_string(b.lower[x]) + " > upper " +
+                                            std::to_string(b.upper[x]),
+                                        std::to_string(x));
+                    auto rounded = checked_align_up(b.size[x], alignment);
+                    if (!rounded)
+                        throw PlanError(ErrorCode::AllocationOverflow,
+                                        "row " + std::to_string(x) + ": size overflows when aligned",
+                                        std::to_string(x));
+                    b.size[x] = *rounded;
+                }
+                switch (s) {
+                    case Strategy::Tmmu: placed = place_slots(b); break;
+                    case Strategy::GreedyBySize: placed = place_greedy(b, order_by_size(b), f); break;
+                    case Strategy::BestFit: placed = place_best_fit(b); break;
+                    case Strategy::Auto: placed = place_auto(b, budget, capacity); break;
+                    case Strategy::Optimal: placed = place_optimal(b, budget, capacity); break;
+                }
+            }
+            auto end = checked_align_up(placed.end, alignment);
+            if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
+            py::dict info;
+            info["method"] = placed.method;
+            info["work"] = placed.work;
+            info["optimal"] = placed.optimal;
+            info["lower_bound"] = buffers_lower_bound(b);
+            info["proven_bound"] = placed.lower_bound;
+            return py::make_tuple(to_numpy(placed.offset), *end, info);
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),
+        py::arg("alignment"), py::arg("fit"), py::arg("time_budget_ms"), py::arg("capacity"),
+        "Place buffers live over [lower, upper) with `size` bytes; returns (offsets, size, info).");
 }

@@ -42,7 +42,8 @@ def summary(result) -> str:
     lines = [[r["arena"] + (" (persistent)" if r["persistent"] else ""), format_bytes(r["size"]),
               format_bytes(r["lower_bound"]),
               "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
-              str(r["slots"]), str(r["tensors"]), f"{r['reuse']:.1%}",
+              "-" if r["slots"] is None else str(r["slots"]), str(r["tensors"]),
+              "-" if r["reuse"] is None else f"{r['reuse']:.1%}",
               f"{r['fragmentation']:.1%}"] for r in rows]
     total = result.total_bytes
     bound = sum(r["lower_bound"] for r in rows)

@@ -11,10 +11,12 @@ import numpy as np
 
 from . import _core
 from .errors import PlanError
-from .graph import Graph, load_graph
+from .graph import ROLES, Graph, load_graph
 
 MODES = ("inference", "forward", "backward")
-STRATEGIES = ("tmmu",)
+STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
+FITS = ("best", "first")
+DEFAULT_TIME_BUDGET_MS = 200
 DEFAULT_ALIGNMENT = 128
 PLAN_FORMAT = "emel.plan/1"
 _ARENA_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persistent")
@@ -40,11 +42,13 @@ class ArenaPlacement:
     name: str
     size: int
     alignment: int
-    slots: int
+    slots: int | None
     lower_bound: int
     page_size: int
     persistent: bool
     capacity_bytes: int | None
+    method: str | None = None
+    optimal: bool | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -108,24 +112,60 @@ def check_arena_config(arenas: Any) -> dict:
     return out
 
 
+def check_role_arenas(role_arenas: Any) -> dict:
+    """Check ``role_arenas=``: {role: arena name} overriding the role's default arena."""
+    if role_arenas is None:
+        return {}
+    if not isinstance(role_arenas, Mapping):
+        raise PlanError("INVALID_IR_SHAPES", f"role_arenas must map roles to arena names, got {role_arenas!r}")
+    out = {}
+    for role in sorted(role_arenas, key=str):
+        name = role_arenas[role]
+        if role not in ROLES:
+            raise PlanError("INVALID_IR_SHAPES", f"role_arenas: unknown role {role!r} (expected one of "
+                                                 f"{', '.join(ROLES)})")
+        if not isinstance(name, str) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"role_arenas[{role!r}] must be a non-empty arena name, "
+                                                 f"got {name!r}", arena=name if isinstance(name, str) else None)
+        out[ROLES.index(role)] = name
+    return out
+
+
+def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if fit not in FITS:
+        raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
+    if not _is_int(time_budget_ms) or time_budget_ms < 0:
+        raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
+
+
 def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
-         arenas: Mapping | None = None, alignment: int | None = None) -> "Plan":
+         arenas: Mapping | None = None, alignment: int | None = None, *,
+         fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
+         role_arenas: Mapping | None = None) -> "Plan":
     """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
 
-    ``mode``: inference, forward or backward. ``arenas``: per-arena
+    ``mode``: inference, forward or backward. ``strategy``: tmmu (default),
+    greedy_by_size (``fit="best"`` or ``"first"``), best_fit, auto or
+    optimal (docs/strategies.md); ``time_budget_ms`` bounds auto and optimal
+    in deterministic work units, never wall time. ``arenas``: per-arena
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
-    ``alignment``: the default alignment of every arena (128). Raises
-    PlanError with the failure code and the offending id.
+    ``alignment``: the default alignment of every arena (128).
+    ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
+    tensors to another arena. Raises PlanError with the failure code and the
+    offending id.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    check_strategy(strategy, fit, time_budget_ms)
     default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
         alignment, "alignment")
     config = check_arena_config(arenas)
+    roles = check_role_arenas(role_arenas)
     g = load_graph(graph)
-    core = _core.plan(g._core_input(), mode, default_alignment, config)
+    core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
+                      default_alignment, config, roles)
     return Plan(core, graph_name=g.name)
 
 
@@ -172,7 +212,9 @@ class Plan:
         return {row["name"]: ArenaPlacement(
             name=row["name"], size=size, alignment=row["alignment"], slots=row["slots"],
             lower_bound=row["lower_bound"], page_size=row["page_size"],
-            persistent=row["persistent"], capacity_bytes=row["capacity_bytes"])
+            persistent=row["persistent"], capacity_bytes=row["capacity_bytes"],
+            method=row["method"] or None,
+            optimal=row["optimal"] if self.strategy == "optimal" else None)
             for row, size in zip(self._arena_rows, self._arena_sizes)}
 
     @property
@@ -204,7 +246,9 @@ class Plan:
                 if full:
                     entry.update(slot=None, birth=None, death=None)
             else:
-                entry.update(slot=slot[i], birth=births[i], death=deaths[i])
+                if slot[i] >= 0 or full:
+                    entry["slot"] = slot[i] if slot[i] >= 0 else None
+                entry.update(birth=births[i], death=deaths[i])
                 if inplace_of[i] >= 0:
                     entry["inplace_of"] = ids[inplace_of[i]]
             out[tid] = entry
@@ -219,7 +263,8 @@ class Plan:
             "lower_bound": per("lower_bound"),
             "max_live": per("max_live"),
             "storage_tensors": per("storage_tensors"),
-            "memory_reuse_ratio": per("memory_reuse_ratio"),
+            "memory_reuse_ratio": {r["name"]: (r["memory_reuse_ratio"] if r["slots"] is not None
+                                               else None) for r in rows},
             "internal_fragmentation_ratio": per("internal_fragmentation_ratio"),
             "total_bytes": sum(self._arena_sizes),
             "total_lower_bound": sum(r["lower_bound"] for r in rows),
@@ -235,6 +280,11 @@ class Plan:
                      "persistent": row["persistent"]}
             if row["capacity_bytes"] is not None:
                 entry["capacity_bytes"] = row["capacity_bytes"]
+            if row["slots"] is None:  # placed by an offset strategy: say how
+                entry["method"] = row["method"]
+                if self.strategy in ("auto", "optimal"):
+                    entry.update(work=row["work"], optimal=row["optimal"],
+                                 proven_bound=row["proven_bound"])
             arenas[row["name"]] = entry
         return {
             "format": PLAN_FORMAT,
@@ -264,7 +314,7 @@ class Plan:
             rows.append({"arena": row["name"], "size": size, "lower_bound": lb,
                          "ratio": (size / lb) if lb else None, "slots": row["slots"],
                          "tensors": row["storage_tensors"],
-                         "reuse": row["memory_reuse_ratio"],
+                         "reuse": row["memory_reuse_ratio"] if row["slots"] is not None else None,
                          "fragmentation": row["internal_fragmentation_ratio"],
                          "persistent": row["persistent"]})
         return rows
@@ -282,13 +332,18 @@ class Plan:
             f"<tr><td>{html.escape(r['arena'])}{' (persistent)' if r['persistent'] else ''}</td>"
             f"<td>{format_bytes(r['size'])}</td><td>{format_bytes(r['lower_bound'])}</td>"
             f"<td>{_ratio_text(r['ratio'])}</td>"
-            f"<td>{r['slots']}</td><td>{r['tensors']}</td><td>{r['reuse']:.1%}</td>"
-            f"<td>{r['fragmentation']:.1%}</td></tr>"
+            f"<td>{'' if r['slots'] is None else r['slots']}</td><td>{r['tensors']}</td>"
+            f"<td>{_percent(r['reuse'])}</td>"
+            f"<td>{_percent(r['fragmentation'])}</td></tr>"
             for r in self.summary_rows())
         title = html.escape(f"{self.graph_name or '(unnamed)'}: {self.mode}, {self.strategy}, "
                             f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
                             f"{format_bytes(self.total_bytes)}")
         return f"<div><b>Plan</b> {title}<table>{head}{body}</table></div>"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _ratio_text(ratio: float | None) -> str:

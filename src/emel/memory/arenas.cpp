@@ -10,12 +10,14 @@ namespace emel::memory {
 
 void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p) {
     const uint32_t T = g.num_tensors;
+    std::vector<std::string> by_role(6);
+    for (int r = 0; r < 6; ++r) {
+        const std::string& mapped = opt.role_arenas[r];
+        by_role[r] = mapped.empty() ? default_arena_for(static_cast<Role>(r)) : mapped;
+    }
     auto arena_name = [&](uint32_t t) -> const std::string& {
-        static const std::string kByRole[] = {"parameters", "gradients", "activations"};
         if (!g.arena[t].empty()) return g.arena[t];
-        if (is_persistent_role(g.role[t])) return kByRole[0];
-        if (g.role[t] == Role::Gradient) return kByRole[1];
-        return kByRole[2];
+        return by_role[static_cast<int>(g.role[t])];
     };
     std::set<std::string> names;
     for (uint32_t t = 0; t < T; ++t)
@@ -53,6 +55,17 @@ void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p) {
         uint64_t& a = p.effective_alignment[r];
         a = std::max<uint64_t>({a, g.alignment[t], p.arenas[p.arena_of[r]].alignment});
     }
+}
+
+std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p) {
+    std::vector<std::vector<uint32_t>> partners(g.num_tensors);
+    for (const auto& [a, b] : g.must_not_alias) {
+        const uint32_t ra = g.root[a], rb = g.root[b];
+        if (ra == rb || p.arena_of[ra] != p.arena_of[rb]) continue;
+        partners[ra].push_back(rb);
+        partners[rb].push_back(ra);
+    }
+    return partners;
 }
 
 }  // namespace emel::memory

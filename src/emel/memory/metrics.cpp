@@ -28,8 +28,9 @@ void compute_metrics(const Graph& g, Plan& p) {
         const std::vector<uint32_t>& ts = members[ai];
         a.storage_tensors = ts.size();
         const uint64_t slots = a.slot_size.size();
-        a.memory_reuse_ratio =
-            ts.empty() ? 0.0 : 1.0 - static_cast<double>(slots) / static_cast<double>(ts.size());
+        a.memory_reuse_ratio = ts.empty() || !a.has_slots
+                                   ? 0.0
+                                   : 1.0 - static_cast<double>(slots) / static_cast<double>(ts.size());
 
         // Live bytes and live count at every birth step (the maxima are there).
         std::vector<std::pair<uint64_t, uint32_t>> births, ends, pairs;
@@ -41,8 +42,7 @@ void compute_metrics(const Graph& g, Plan& p) {
             if (!p.inplace_of.empty() && p.inplace_of[t] != kNone) pairs.emplace_back(b, t);
             const unsigned __int128 len = d - b + 1;
             used += static_cast<unsigned __int128>(g.size[t]) * len;
-            if (p.slot[t] != kNone)
-                reserved += static_cast<unsigned __int128>(a.slot_size[p.slot[t]]) * len;
+            reserved += static_cast<unsigned __int128>(p.reserved[t]) * len;
         }
         a.internal_fragmentation_ratio = one_minus_ratio(used, reserved);
         std::sort(births.begin(), births.end());

@@ -8,6 +8,17 @@
 
 namespace emel::memory {
 
+const char* strategy_name(Strategy s) {
+    switch (s) {
+        case Strategy::Tmmu: return "tmmu";
+        case Strategy::GreedyBySize: return "greedy_by_size";
+        case Strategy::BestFit: return "best_fit";
+        case Strategy::Auto: return "auto";
+        case Strategy::Optimal: return "optimal";
+    }
+    return "?";
+}
+
 void validate_options(const PlanOptions& opt) {
     if (!is_power_of_two(opt.default_alignment))
         throw PlanError(ErrorCode::AlignmentViolation,
@@ -27,9 +38,14 @@ Plan make_plan(const Graph& g, const PlanOptions& opt) {
     Plan p;
     p.mode = opt.mode;
     p.steps = g.num_steps;
+    p.strategy = strategy_name(opt.strategy);
     p.live = analyze_liveness(g, opt.mode);
     assign_arenas(g, opt, p);
-    assign_slots_tmmu(g, p);
+    p.offset.assign(g.num_tensors, 0);
+    p.reserved.assign(g.num_tensors, 0);
+    const bool slots_everywhere = opt.strategy == Strategy::Tmmu;
+    assign_slots_tmmu(g, p, /*persistent_only=*/!slots_everywhere);
+    if (!slots_everywhere) assign_offsets(g, opt, p);
     map_to_addresses(g, p);
     self_check(g, p);
     compute_metrics(g, p);

@@ -8,11 +8,16 @@
 #include <vector>
 
 #include "emel/memory/graph.hpp"
+#include "emel/memory/placement.hpp"
 
 namespace emel::memory {
 
 enum class Mode : uint8_t { Inference, Forward, Backward };
 const char* mode_name(Mode m);
+
+// docs/strategies.md
+enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
+const char* strategy_name(Strategy s);
 
 struct ArenaConfig {
     bool has_alignment = false;
@@ -27,8 +32,13 @@ struct ArenaConfig {
 
 struct PlanOptions {
     Mode mode = Mode::Inference;
+    Strategy strategy = Strategy::Tmmu;
+    Fit fit = Fit::Best;                   // greedy_by_size only
+    uint64_t work_budget = 200 * kWorkUnitsPerMs;  // auto / optimal
     uint64_t default_alignment = 128;      // every arena's, unless configured
     std::map<std::string, ArenaConfig> arenas;  // ordered: deterministic
+    // Default arena per role (indexed by Role); "" keeps the built-in default.
+    std::vector<std::string> role_arenas = std::vector<std::string>(6);
 };
 
 // Per storage tensor after the mode is applied (docs/algorithm.md §2).
@@ -47,6 +57,11 @@ struct ArenaPlan {
     bool has_capacity = false;
     uint64_t capacity = 0;
     uint64_t size = 0;
+    bool has_slots = true;   // false where an offset strategy placed it
+    std::string method;      // the heuristic that placed it (offset strategies)
+    uint64_t work = 0;       // work units spent placing it
+    bool optimal = false;    // proven optimal (optimal strategy)
+    uint64_t proven_bound = 0;  // lower bound proven by the search
     // slots (where the strategy has them)
     std::vector<uint64_t> slot_size;
     std::vector<uint64_t> slot_alignment;
@@ -70,14 +85,28 @@ struct Plan {
     std::vector<uint64_t> offset;        // per tensor
     std::vector<uint64_t> effective_alignment;  // per storage tensor, a(t)
     std::vector<uint32_t> inplace_of;    // per tensor; kNone unless it took a slot in place
+    std::vector<uint64_t> reserved;      // per storage tensor: bytes its slot/buffer holds
     Liveness live;
     uint64_t allocation_time_ns = 0;
+};
+
+// An arena's buffers for the offset strategies and how tensors map to them.
+struct ArenaBuffers {
+    Buffers buffers;
+    std::vector<uint32_t> group_of;      // per tensor (global index): its buffer, or kNone
+    std::vector<uint32_t> first_member;  // per buffer
 };
 
 // Stages, one file each, in pipeline order.
 Liveness analyze_liveness(const Graph& g, Mode mode);                  // liveness.cpp
 void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p);    // arenas.cpp
-void assign_slots_tmmu(const Graph& g, Plan& p);                        // slots.cpp
+// must_not_alias partners per storage root, within one arena (arenas.cpp).
+std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p);
+void assign_slots_tmmu(const Graph& g, Plan& p, bool persistent_only);  // slots.cpp
+ArenaBuffers build_buffers(const Graph& g, Plan& p, uint32_t arena,     // buffers.cpp
+                           const std::vector<uint32_t>& members,
+                           const std::vector<std::vector<uint32_t>>& partners);
+void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // offsets.cpp
 void map_to_addresses(const Graph& g, Plan& p);                         // layout.cpp
 void self_check(const Graph& g, const Plan& p);                         // self_check.cpp
 void compute_metrics(const Graph& g, Plan& p);                          // metrics.cpp

@@ -1,0 +1,115 @@
+// auto (docs/strategies.md §4): the best of the heuristics, improved by a
+// bounded, deterministic search over greedy placement orders.
+#include <algorithm>
+#include <numeric>
+
+#include "emel/memory/placement.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+// splitmix64: a fixed-seed generator, so every run makes the same choices.
+struct Rng {
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
+};
+
+std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
+    std::vector<uint32_t> order(b.count());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        if (p.offset[x] != p.offset[y]) return p.offset[x] < p.offset[y];
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        return b.rank[x] < b.rank[y];
+    });
+    return order;
+}
+
+// Buffers that reach the top of the placement: the ones to move.
+std::vector<uint32_t> peak_buffers(const Buffers& b, const Placement& p) {
+    std::vector<uint32_t> top;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.size[x] && p.offset[x] + b.size[x] == p.end) top.push_back(x);
+    return top;
+}
+
+std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vector<uint32_t>& first) {
+    std::vector<uint8_t> is_first(order.size(), 0);
+    for (uint32_t x : first) is_first[x] = 1;
+    std::stable_partition(order.begin(), order.end(), [&](uint32_t x) { return is_first[x] != 0; });
+    return order;
+}
+
+}  // namespace
+
+Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
+    const uint64_t bound = buffers_lower_bound(b);
+    // The portfolio, in tie-break order.
+    Placement best = place_slots(b);
+    uint64_t work = best.work;
+    std::vector<uint32_t> best_order = order_by_offset(b, best);
+    auto consider = [&](Placement&& p, const std::vector<uint32_t>* order) {
+        work += p.work;
+        if (p.end < best.end) {
+            best = std::move(p);
+            best_order = order ? *order : order_by_offset(b, best);
+        }
+    };
+    const auto by_size = order_by_size(b);
+    const auto by_life = order_by_lifetime(b);
+    consider(place_greedy(b, by_size, Fit::Best), &by_size);
+    consider(place_greedy(b, by_size, Fit::First), &by_size);
+    {
+        Placement p = place_greedy(b, by_life, Fit::Best);
+        p.method = "greedy_by_lifetime";
+        consider(std::move(p), &by_life);
+    }
+    consider(place_best_fit(b), nullptr);
+
+    // Small instances: an exact search with the remaining budget.
+    if (best.end > bound && b.count() <= 2000 && work < work_budget) {
+        Placement p = place_optimal(b, (work_budget - work) / 2, target);
+        work += p.work;
+        if (p.end < best.end) {
+            best_order = order_by_offset(b, p);
+            best = std::move(p);
+        }
+    }
+
+    // Local search over greedy orders: re-place what sits on the peak first.
+    Rng rng;
+    for (uint64_t round = 0; best.end > bound && work < work_budget; ++round) {
+        std::vector<uint32_t> order;
+        if (round == 0) {
+            order = order_by_offset(b, best);
+        } else if (round == 1) {
+            order = moved_to_front(best_order, peak_buffers(b, best));
+        } else {
+            order = best_order;
+            const auto top = peak_buffers(b, best);
+            if (top.empty() || order.size() < 2) break;
+            const uint32_t x = top[rng.below(top.size())];
+            const auto at = std::find(order.begin(), order.end(), x) - order.begin();
+            const size_t to = rng.below(static_cast<size_t>(at) + 1);
+            std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
+        }
+        Placement p = place_greedy(b, order, Fit::Best);
+        work += p.work;
+        if (p.end <= best.end) {  // equal: keep walking the plateau
+            p.method = "auto_search";
+            best = std::move(p);
+            best_order = std::move(order);
+        }
+    }
+    best.work = work;
+    return best;
+}
+
+}  // namespace emel::memory

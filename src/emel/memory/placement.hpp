@@ -1,0 +1,66 @@
+// Offset placement: buffers (live intervals with sizes) in, byte offsets out.
+// Shared by plan() for the offset strategies and by the low-level place() API.
+// docs/strategies.md is the specification.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace emel::memory {
+
+// The placement problem: one row per buffer, half-open [lower, upper).
+struct Buffers {
+    std::vector<uint64_t> lower;
+    std::vector<uint64_t> upper;
+    std::vector<uint64_t> size;       // already rounded up to `alignment`
+    std::vector<uint64_t> alignment;  // power of two >= 1
+    std::vector<uint32_t> rank;       // tie-break order ("id order"), a permutation
+    std::vector<std::vector<uint32_t>> partners;  // must never overlap (may be empty)
+
+    size_t count() const { return size.size(); }
+    bool has_partners() const { return !partners.empty(); }
+    bool live_together(uint32_t a, uint32_t b) const {
+        return lower[a] < upper[b] && lower[b] < upper[a];
+    }
+};
+
+struct Placement {
+    std::vector<uint64_t> offset;
+    uint64_t end = 0;        // max(offset + size), before rounding to the arena alignment
+    uint64_t work = 0;       // deterministic work units spent
+    std::string method;      // which heuristic produced it (auto/optimal report it)
+    bool optimal = false;    // proven optimal (optimal strategy)
+    uint64_t lower_bound = 0;  // best proven lower bound on `end` (optimal strategy)
+};
+
+enum class Fit : uint8_t { Best, First };
+
+// Orders of docs/strategies.md.
+std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
+std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
+
+// §2: greedy placement in a given order (greedy_by_size.cpp).
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
+// §3: the online best-fit allocator (best_fit.cpp).
+Placement place_best_fit(const Buffers& b);
+// tmmu on bare buffers: slot colouring, aligned prefix sums (slots.cpp).
+Placement place_slots(const Buffers& b);
+// §4: portfolio + bounded search (auto_search.cpp).
+Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+// §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
+// (0: start at the lower bound).
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+
+// Work units per millisecond of `time_budget_ms` (fixed, so plans never depend
+// on the machine's speed). A unit is roughly one elementary step — a few
+// nanoseconds on the 2-core development machine; heuristics charge
+// kGreedyUnitsPerStep per buffer placed or conflict examined.
+constexpr uint64_t kWorkUnitsPerMs = 1000000;
+constexpr uint64_t kGreedyUnitsPerStep = 32;
+
+// Smallest peak of live bytes (sizes as given) over all instants: no placement
+// can end below it.
+uint64_t buffers_lower_bound(const Buffers& b);
+
+}  // namespace emel::memory
