@@ -262,3 +262,18 @@ def test_empty_graph_and_tensor_only_graph():
     plan = same_as_reference(g)
     assert plan.tensors["lonely"].birth == plan.tensors["lonely"].death == 0
     assert plan.arenas["activations"].size == 128
+
+
+def test_inplace_over_an_unproduced_tensor_at_step_zero():
+    """Regression (found by the property tests): the taker's id sorts before its
+    victim's and both are born at step 0; the self-check must still accept it."""
+    g = mm.Graph()
+    g.tensor("b_victim", [1], "uint8")          # never produced: born at 0
+    g.tensor("a_taker", [1], "uint8", can_inplace=True)
+    g.node("n0", "relu", ["b_victim"], ["a_taker"])
+    plan = same_as_reference(g, alignment=1)
+    assert plan.tensors["a_taker"].inplace_of == "b_victim"
+    assert plan.tensors["a_taker"].offset == plan.tensors["b_victim"].offset
+    plan.verify()
+    for strategy in ("greedy_by_size", "best_fit", "auto", "optimal"):
+        assert mm.plan(g, strategy=strategy).tensors["a_taker"].inplace_of == "b_victim"

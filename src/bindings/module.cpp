@@ -191,6 +191,51 @@ PYBIND11_MODULE(_core, m) {
                 }
             },
             "Append nodes given as tuples (see emel/memory/graph.py).")
+        .def_static(
+            "from_arrays",
+            [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& in_start,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& in_index,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& out_start,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& out_index,
+               const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>& role,
+               const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>& can_inplace,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& alignment,
+               const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& view_base,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& view_offset,
+               const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& outputs,
+               const std::string& name) {
+                GraphArrays a;
+                a.num_tensors = static_cast<size_t>(size.size());
+                a.num_nodes = in_start.size() > 0 ? static_cast<size_t>(in_start.size()) - 1 : 0;
+                if (static_cast<size_t>(out_start.size()) != a.num_nodes + 1 || in_start.size() == 0)
+                    throw py::value_error("node input and output offsets need num_nodes + 1 entries each");
+                auto tail = [](const auto& start) { return static_cast<uint64_t>(start.data()[start.size() - 1]); };
+                if (tail(in_start) > static_cast<uint64_t>(in_index.size()) ||
+                    tail(out_start) > static_cast<uint64_t>(out_index.size()))
+                    throw py::value_error("node offsets point past the index arrays");
+                auto optional = [&](const auto& arr, const char* what) {
+                    if (arr.size() == 0) return decltype(arr.data())(nullptr);
+                    if (static_cast<size_t>(arr.size()) != a.num_tensors)
+                        throw py::value_error(std::string(what) + ": one entry per tensor expected");
+                    return arr.data();
+                };
+                a.size = size.data();
+                a.in_start = in_start.data();
+                a.in_index = in_index.data();
+                a.out_start = out_start.data();
+                a.out_index = out_index.data();
+                a.role = optional(role, "role");
+                a.can_inplace = optional(can_inplace, "can_inplace");
+                a.alignment = optional(alignment, "alignment");
+                a.view_base = optional(view_base, "view_base");
+                a.view_offset = optional(view_offset, "view_offset");
+                a.outputs = outputs.data();
+                a.num_outputs = static_cast<size_t>(outputs.size());
+                py::gil_scoped_release release;
+                return std::make_shared<GraphInput>(graph_input_from_arrays(a, name));
+            },
+            "A GraphInput from index arrays (see Graph.from_arrays).")
         .def("set_execution_order",
              [](GraphInput& in, const std::vector<std::string>& order) {
                  in.has_execution_order = true;

@@ -282,3 +282,123 @@ def _parse_json(text: str | bytes, where: str) -> Any:
         raise _invalid(f"{where} is not UTF-8 text: {e}") from None
     except RecursionError:
         raise _invalid(f"{where} nests JSON too deeply to be a graph document") from None
+
+
+class ArrayGraph(Graph):
+    """A graph given as index arrays (:meth:`Graph.from_arrays`): no Python object
+    per tensor until one is asked for. Read-only; ``tensors``/``nodes`` and
+    :meth:`to_dict` build the document on first use."""
+
+    def __init__(self, core_input, arrays: dict, name: str):  # noqa: D107 (see from_arrays)
+        self.name = name
+        self.source = "Graph.from_arrays"
+        self.execution_order = None
+        self._core = core_input
+        self._arrays = arrays
+        self._doc = None
+
+    def _document(self) -> dict:
+        if self._doc is None:
+            a = self._arrays
+            sizes = a["size"].tolist()
+            t_width = len(str(max(len(sizes) - 1, 0)))
+            n_nodes = len(a["in_start"]) - 1
+            n_width = len(str(max(n_nodes - 1, 0)))
+            tid = [f"t{i:0{t_width}d}" for i in range(len(sizes))]
+            roles = a["role"].tolist() if len(a["role"]) else [ROLES.index("activation")] * len(sizes)
+            inplace = a["can_inplace"].tolist() if len(a["can_inplace"]) else [0] * len(sizes)
+            align = a["alignment"].tolist() if len(a["alignment"]) else [0] * len(sizes)
+            base = a["view_base"].tolist() if len(a["view_base"]) else [-1] * len(sizes)
+            boff = a["view_offset"].tolist() if len(a["view_offset"]) else [0] * len(sizes)
+            tensors = []
+            for i, size in enumerate(sizes):
+                t = {"id": tid[i], "shape": [size], "dtype": "uint8", "role": ROLES[roles[i]]}
+                if align[i]:
+                    t["alignment"] = align[i]
+                if inplace[i]:
+                    t["can_inplace"] = True
+                if base[i] >= 0:
+                    t["view_of"] = {"base": tid[base[i]], "byte_offset": boff[i]}
+                tensors.append(t)
+            ins, outs = a["in_index"].tolist(), a["out_index"].tolist()
+            in_start, out_start = a["in_start"].tolist(), a["out_start"].tolist()
+            nodes = [{"id": f"n{j:0{n_width}d}", "op": "op",
+                      "inputs": [tid[k] for k in ins[in_start[j]:in_start[j + 1]]],
+                      "outputs": [tid[k] for k in outs[out_start[j]:out_start[j + 1]]]}
+                     for j in range(n_nodes)]
+            self._doc = {"tensors": tensors, "nodes": nodes,
+                         "outputs": [tid[k] for k in a["outputs"].tolist()]}
+        return self._doc
+
+    @property
+    def tensors(self) -> list:
+        return self._document()["tensors"]
+
+    @property
+    def nodes(self) -> list:
+        return self._document()["nodes"]
+
+    @property
+    def outputs(self) -> list:
+        return self._document()["outputs"]
+
+    def tensor(self, *args, **kwargs):
+        raise TypeError("a graph made by Graph.from_arrays is read-only; "
+                        "use Graph.from_dict(g.to_dict()) for an editable copy")
+
+    node = tensor
+
+    def _core_input(self):
+        return self._core
+
+    def __len__(self) -> int:
+        return len(self._arrays["size"])
+
+    def __repr__(self) -> str:
+        return (f"Graph(name={self.name!r}, tensors={len(self._arrays['size'])}, "
+                f"nodes={len(self._arrays['in_start']) - 1}, from_arrays)")
+
+
+def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inplace=None,
+                 alignment=None, view_of=None, view_offset=None, outputs=None, name=""):
+    """A graph from NumPy arrays, for graphs too big for one object per tensor.
+
+    ``sizes``: bytes per tensor (tensor ``i`` gets the id ``t<i>``, zero-padded
+    so id order is index order). ``node_inputs`` / ``node_outputs``: CSR pairs
+    ``(indptr, indices)`` — node ``j`` (id ``n<j>``, run in index order) reads
+    ``indices[indptr[j]:indptr[j+1]]``. Optional per-tensor arrays: ``roles``
+    (role names or codes in ``ROLES`` order), ``can_inplace`` (bool),
+    ``alignment`` (0 = none), ``view_of`` (base index, -1 for storage) with
+    ``view_offset``; ``outputs``: tensor indices the graph hands back.
+    """
+    import numpy as np
+
+    from . import _core
+
+    def arr(values, dtype):
+        return np.ascontiguousarray(np.asarray([] if values is None else values), dtype=dtype)
+
+    if roles is not None:
+        roles = np.asarray(roles)
+        if roles.dtype.kind in "US":
+            lookup = {r: i for i, r in enumerate(ROLES)}
+            try:
+                roles = np.array([lookup[str(r)] for r in roles.tolist()], dtype=np.uint8)
+            except KeyError as e:
+                raise _invalid(f"unknown role {e.args[0]!r} (expected one of {', '.join(ROLES)})") from None
+    arrays = {
+        "size": arr(sizes, np.uint64),
+        "in_start": arr(node_inputs[0], np.uint64), "in_index": arr(node_inputs[1], np.uint64),
+        "out_start": arr(node_outputs[0], np.uint64), "out_index": arr(node_outputs[1], np.uint64),
+        "role": arr(roles, np.uint8), "can_inplace": arr(can_inplace, np.uint8),
+        "alignment": arr(alignment, np.uint64), "view_base": arr(view_of, np.int64),
+        "view_offset": arr(view_offset, np.uint64), "outputs": arr(outputs, np.uint64),
+    }
+    core = _core.GraphInput.from_arrays(
+        arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
+        arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
+        arrays["view_base"], arrays["view_offset"], arrays["outputs"], name)
+    return ArrayGraph(core, arrays, name)
+
+
+Graph.from_arrays = classmethod(_from_arrays)

@@ -1,7 +1,9 @@
-"""The pure-Python reference of the ``tmmu`` memory planner.
+"""The pure-Python reference of the memory planner: ``tmmu`` and the offset
+strategies ``greedy_by_size`` and ``best_fit``.
 
-Read this file next to ``docs/algorithm.md``: every stage below is one function
-named after its section, and the comments cite the section they implement::
+Read this file next to ``docs/algorithm.md`` (and ``docs/strategies.md`` for
+the offset strategies): every stage below is one function named after its
+section, and the comments cite the section they implement::
 
     check_arena_config (§1, first)
     validate_document  (§1 phases A, B) -> Graph
@@ -11,6 +13,8 @@ named after its section, and the comments cite the section they implement::
     liveness           (§2)
     arena_classes      (§3)
     assign_slots       (§4)
+    build_buffers      (strategies.md §1, offset strategies only)
+    place_greedy_by_size / place_best_fit (strategies.md §2 / §3)
     layout             (§5)
     check_plan         (§6, the self-check)
     metrics            (§7)
@@ -26,6 +30,7 @@ Choices the documents leave open are marked ``CHOICE:`` in the comments.
 """
 
 from bisect import bisect_left, insort
+from collections.abc import Mapping
 from heapq import heappop, heappush
 
 from .errors import PlanError
@@ -40,13 +45,19 @@ __all__ = [
     "check_order",
     "liveness",
     "arena_classes",
+    "check_role_arenas",
     "assign_slots",
+    "build_buffers",
+    "place_greedy_by_size",
+    "place_best_fit",
     "layout",
     "metrics",
     "analyse",
     "Graph",
     "MODES",
     "STRATEGIES",
+    "OFFSET_STRATEGIES",
+    "FITS",
     "ELEMENT_SIZES",
 ]
 
@@ -55,7 +66,12 @@ U64_MAX = 2**64 - 1
 MAX_ALIGNMENT = 2**63
 
 MODES = ("inference", "forward", "backward")
-STRATEGIES = ("tmmu",)
+#: The strategies the reference implements (``auto`` and ``optimal`` are C++ only).
+STRATEGIES = ("tmmu", "greedy_by_size", "best_fit")
+#: strategies.md: the strategies that place buffers at byte offsets (no slots).
+OFFSET_STRATEGIES = ("greedy_by_size", "best_fit")
+#: strategies.md §2: greedy_by_size's gap choice.
+FITS = ("best", "first")
 ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
 PHASES = ("forward", "backward")
 #: §2: roles that live for the whole program.
@@ -130,9 +146,11 @@ def _check_mode(mode):
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
-def _check_strategy(strategy):
+def _check_strategy(strategy, fit="best"):
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if fit not in FITS:
+        raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
 
 
 def _bad(message, **where):
@@ -212,6 +230,29 @@ def check_arena_config(arenas=None, alignment=None):
                        f"{', '.join(ARENA_CONFIG_KEYS)}", arena=name)
         config[name] = given
     return config, default_alignment
+
+
+def check_role_arenas(role_arenas=None):
+    """Check the ``role_arenas=`` argument of plan(): ``{role: arena name}``,
+    overriding a role's default arena (§3); a tensor's own ``arena`` field
+    still wins. Returns ``{role: arena name}``. Checked after ``alignment=``
+    and ``arenas=``, like ``planning.check_role_arenas``: roles in the order
+    of ``str(role)``; an unknown role or a name that is not a non-empty string
+    is INVALID_IR_SHAPES (the arena named when the name is a string)."""
+    if role_arenas is None:
+        return {}
+    if not isinstance(role_arenas, Mapping):
+        raise _bad(f"role_arenas= must map roles to arena names, got {_kind(role_arenas)}")
+    result = {}
+    for role in sorted(role_arenas, key=str):
+        name = role_arenas[role]
+        if role not in ROLES:
+            raise _bad(f"role_arenas=: unknown role {role!r} (expected one of {', '.join(ROLES)})")
+        if not isinstance(name, str) or not name:
+            raise _bad(f"role_arenas[{role!r}] must be a non-empty arena name, got {_kind(name)} {name!r}",
+                       arena=name if isinstance(name, str) else None)
+        result[role] = name
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -858,6 +899,9 @@ class Arena:
         self.tensors = []        # its storage tensors, in document order
         self.slots = []          # list of Slot (§4)
         self.size = 0            # bytes (§5)
+        # strategies.md: the heuristic that placed it at byte offsets, or None
+        # when it has slots (tmmu, and persistent arenas under every strategy)
+        self.method = None
 
 
 class Slot:
@@ -870,24 +914,35 @@ class Slot:
         self.offset = 0          # §5
 
 
-def arena_classes(a, config, default_alignment):
+#: §3: the arena of each role, unless ``role_arenas=`` or the tensor's own
+#: ``arena`` field says otherwise.
+DEFAULT_ROLE_ARENAS = {
+    "parameter": "parameters", "optimizer_state": "parameters",
+    "gradient": "gradients",
+    "input": "activations", "activation": "activations", "output": "activations",
+}
+
+
+def arena_classes(a, config, default_alignment, role_arenas=None):
     """§3. Returns ``(arenas, arena_of, align, aligned_size)``: the arenas by
     name (sorted), the arena of every tensor (views: their root's), and for
     storage tensors the effective alignment a(t) and the aligned size.
 
+    ``role_arenas`` ({role: arena name}, checked by :func:`check_role_arenas`)
+    overrides the default arena of a role; a tensor's own ``arena`` wins.
+    (The ``persistent`` default still depends only on the arena's name.)
+
     CHOICE: an aligned size above 2^64 - 1 is ALLOCATION_OVERFLOW naming the
     tensor (checked in document order)."""
     g = a.graph
+    by_role = dict(DEFAULT_ROLE_ARENAS)
+    by_role.update(role_arenas or {})
     arena_of = [None] * g.n_tensors
     for t in a.storage:
         if g.arena[t] is not None:
             arena_of[t] = g.arena[t]
-        elif g.role[t] in PERSISTENT_ROLES:
-            arena_of[t] = "parameters"
-        elif g.role[t] == "gradient":
-            arena_of[t] = "gradients"
         else:
-            arena_of[t] = "activations"
+            arena_of[t] = by_role[g.role[t]]
     for t in range(g.n_tensors):
         arena_of[t] = arena_of[a.root[t]]    # a view lives in its root's arena
 
@@ -924,10 +979,14 @@ def _effective_alignment(a, t, arena_alignment):
 # ---------------------------------------------------------------------------
 # §4: slots
 # ---------------------------------------------------------------------------
-def assign_slots(a, arenas, arena_of, align, aligned_size):
+def assign_slots(a, arenas, arena_of, align, aligned_size, persistent_only=False):
     """§4 (AssignLogicalSlots_v1). Fills ``arena.slots`` (each slot's holders
     in placement order) and returns ``(slot_of, inplace_of)``: each storage
-    tensor's slot number in its arena and its in-place victim (or None)."""
+    tensor's slot number in its arena and its in-place victim (or None).
+
+    ``persistent_only``: the offset strategies give slots to the persistent
+    arenas only (strategies.md: they are always laid out sequentially); the
+    other arenas keep no slots (``slot_of`` None)."""
     g = a.graph
     slot_of = [None] * g.n_tensors
     inplace_of = [None] * g.n_tensors
@@ -939,7 +998,7 @@ def assign_slots(a, arenas, arena_of, align, aligned_size):
                 slot = Slot()
                 _place(arena, slot, len(arena.slots), t, slot_of, align, aligned_size)
                 arena.slots.append(slot)
-        else:
+        elif not persistent_only:
             _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_size)
     return slot_of, inplace_of
 
@@ -1058,49 +1117,357 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
 
 
 # ---------------------------------------------------------------------------
+# strategies.md §1: buffers (the offset strategies)
+# ---------------------------------------------------------------------------
+class Buffers:
+    """strategies.md §1: one reusing arena's in-place groups, one buffer each.
+
+    Buffer ``k`` has ``members[k]`` (its tensors in joining order; the first
+    gives the buffer its id), the half-open interval ``[lower[k], upper[k])``,
+    ``size[k]`` (the largest aligned size of its members), ``alignment[k]``
+    (the largest a(t)), ``rank[k]`` (its place in id order: the tie-break) and
+    ``partners[k]`` (the buffers holding a must_not_alias partner of one of
+    its members). ``group_of`` maps each tensor of the arena to its buffer."""
+
+    def __init__(self):
+        self.members = []
+        self.lower = []
+        self.upper = []
+        self.size = []
+        self.alignment = []
+        self.rank = []
+        self.partners = []
+        self.group_of = {}
+
+    @property
+    def count(self):
+        return len(self.members)
+
+    def live_together(self, x, y):
+        return self.lower[x] < self.upper[y] and self.lower[y] < self.upper[x]
+
+    def conflict(self, x, y):
+        """§1.3: the intervals intersect, or a must_not_alias pair spans the two."""
+        return self.live_together(x, y) or y in self.partners[x]
+
+
+def build_buffers(a, arena, arena_of, align, aligned_size, partners, inplace_of):
+    """strategies.md §1 for one reusing arena: the in-place groups, each one
+    buffer. Records each joining member's victim in ``inplace_of``.
+
+    ``partners`` is :func:`_root_partners` (must_not_alias resolved to roots)."""
+    g = a.graph
+    b = Buffers()
+    # 1. In-place groups: sweep in the tmmu order (birth, size descending, id).
+    node_aliases = {}
+    for t in sorted(arena.tensors, key=lambda t: (a.birth[t], -a.sizes[t], g.ids[t])):
+        victim = _group_victim(a, t, arena, arena_of, partners, b, node_aliases)
+        if victim is None:                       # a group of its own
+            b.group_of[t] = b.count
+            b.members.append([t])
+        else:                                    # join the victim's group
+            k = b.group_of[victim]
+            b.group_of[t] = k
+            b.members[k].append(t)
+            inplace_of[t] = victim
+    # 2. One buffer per group: [birth(first), death(last) + 1), the largest
+    #    aligned size and the largest alignment of its members.
+    for ms in b.members:
+        b.lower.append(a.birth[ms[0]])
+        b.upper.append(a.death[ms[-1]] + 1)
+        b.size.append(max(aligned_size[t] for t in ms))
+        b.alignment.append(max(align[t] for t in ms))
+    b.rank = [None] * b.count
+    for r, k in enumerate(sorted(range(b.count), key=lambda k: g.ids[b.members[k][0]])):
+        b.rank[k] = r
+    # 3. Buffers holding a must_not_alias pair (on two roots of this arena) conflict.
+    b.partners = [set() for _ in range(b.count)]
+    for t in arena.tensors:
+        for p in partners.get(t, ()):
+            if arena_of[p] == arena.name and b.group_of[p] != b.group_of[t]:
+                b.partners[b.group_of[t]].add(b.group_of[p])
+    return b
+
+
+def _group_victim(a, t, arena, arena_of, partners, b, node_aliases):
+    """strategies.md §1.1: the victim whose group taker candidate ``t`` joins,
+    or None. The victim rules of algorithm.md §4, with "still holds its slot"
+    read as "is its group's last member" and "paired with an earlier holder"
+    as "paired with any member of its group"."""
+    g = a.graph
+    if not g.can_inplace[t] or g.producer[t] is None or g.role[t] in PERSISTENT_ROLES:
+        return None
+    s = a.prod[t]
+    node = g.producer[t]
+    if node not in node_aliases:
+        node_aliases[node] = {a.root[x] for x in g.inputs[node] + g.outputs[node] if g.is_view[x]}
+    aliased = node_aliases[node]
+    mine = partners.get(t, ())
+    best = None
+    for i in dict.fromkeys(g.inputs[node]):            # each input once, in order
+        if g.is_view[i] or i == t or arena_of[i] != arena.name:
+            continue
+        if a.death[i] != s:
+            continue
+        k = b.group_of.get(i)                           # None: i comes after t in the sweep
+        if k is None or b.members[k][-1] != i:          # i must be its group's last member
+            continue
+        if g.role[i] in NEVER_VICTIM_ROLES or a.is_output[i]:
+            continue
+        if a.mode != "inference" and a.is_saved[i]:
+            continue
+        if i in aliased:                                # another live alias
+            continue
+        if a.sizes[i] < a.sizes[t]:
+            continue
+        if mine and any(m in mine for m in b.members[k]):   # must_not_alias with a member
+            continue
+        if best is None or a.sizes[i] > a.sizes[best] or \
+                (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
+            best = i
+    return best
+
+
+def _placement_overflow(value):
+    """An offset or an end past 2^64 - 1 while placing buffers.
+
+    CHOICE (like the core): the error names neither a tensor nor the arena."""
+    if value > U64_MAX:
+        raise PlanError("ALLOCATION_OVERFLOW", f"placement exceeds 2^64-1 bytes ({value})")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# strategies.md §2: greedy_by_size
+# ---------------------------------------------------------------------------
+def place_greedy_by_size(b, fit="best"):
+    """strategies.md §2. Returns ``(offsets, end, method)``: each buffer's
+    offset, ``max(offset + size)`` (0 without buffers) and the method name.
+
+    A plain scan over the buffers placed so far replaces the core's interval
+    index: it finds the same conflicting buffers."""
+    order = sorted(range(b.count),
+                   key=lambda x: (-b.size[x], -(b.upper[x] - b.lower[x]), b.lower[x], b.rank[x]))
+    offset = [None] * b.count
+    placed = []
+    end = 0
+    for x in order:
+        size, alignment = b.size[x], b.alignment[x]
+        near = [y for y in placed if b.conflict(x, y)]
+        near.sort(key=lambda y: (offset[y], offset[y] + b.size[y], b.rank[y]))
+        cursor = 0                 # the highest end seen so far
+        chosen = best_gap = None
+        for y in near:
+            start = _align_up(cursor, alignment)
+            if start + size <= offset[y]:                       # the gap [cursor, offset[y]) fits
+                gap = offset[y] - cursor
+                if best_gap is None or gap < best_gap:          # ties: the lowest gap
+                    chosen, best_gap = start, gap
+                    if fit == "first":
+                        break
+            cursor = max(cursor, offset[y] + b.size[y])
+        if chosen is None:                                      # on top
+            chosen = _placement_overflow(_align_up(cursor, alignment))
+        offset[x] = chosen
+        end = max(end, _placement_overflow(chosen + size))
+        placed.append(x)
+    return offset, end, "greedy_by_size" if fit == "best" else "greedy_by_size_first_fit"
+
+
+# ---------------------------------------------------------------------------
+# strategies.md §3: best_fit
+# ---------------------------------------------------------------------------
+def place_best_fit(b):
+    """strategies.md §3: the online allocator replayed over the steps.
+    Returns ``(offsets, end, "best_fit")``; ``end`` is the final high-water mark.
+
+    ``free`` is the free-block list: disjoint, non-empty ``[start, end)``
+    blocks. Blocks merge only when a buffer is released (with the free blocks
+    that touch it), never otherwise.
+
+    CHOICE (like the core): taking a zero-size range from inside a free block
+    still splits it in two at that point (the two halves are not merged again:
+    only a release merges); a zero-size buffer is never released."""
+    n = b.count
+    offset = [None] * n
+    by_birth = sorted(range(n), key=lambda x: (b.lower[x], -b.size[x], b.rank[x]))
+    by_death = sorted(range(n), key=lambda x: (b.upper[x], b.rank[x]))
+    free = []
+    mark = 0                       # the high-water mark
+    next_death = 0
+    for x in by_birth:
+        now = b.lower[x]
+        # First release every allocated buffer with upper <= now (the order
+        # of the releases does not change the resulting free list).
+        while next_death < n and b.upper[by_death[next_death]] <= now:
+            d = by_death[next_death]
+            next_death += 1
+            if offset[d] is not None:
+                _release(free, offset[d], offset[d] + b.size[d])
+        size, alignment = b.size[x], b.alignment[x]
+        # The fitting block with the smallest e - b, ties the lowest b.
+        chosen = None
+        for block in sorted(free, key=lambda blk: (blk[1] - blk[0], blk[0])):
+            start = _align_up(block[0], alignment)
+            if start + size <= block[1] and not _clashes(b, offset, x, start):
+                chosen = block
+                break
+        if chosen is not None:
+            free.remove(chosen)
+            if chosen[0] < start:
+                free.append((chosen[0], start))
+            if start + size < chosen[1]:
+                free.append((start + size, chosen[1]))
+        else:
+            # On top: from the free block that ends at the mark, if any.
+            top = next((blk for blk in free if blk[1] == mark), None)
+            start = None if top is None else _align_up(top[0], alignment)
+            if start is not None and start <= U64_MAX and not _clashes(b, offset, x, start):
+                free.remove(top)
+                if top[0] < start:
+                    free.append((top[0], start))    # the padding stays free
+            else:
+                start = _placement_overflow(_align_up(mark, alignment))
+                _release(free, mark, start)         # the padding stays free
+            mark = max(mark, _placement_overflow(start + size))
+        offset[x] = start
+    return offset, mark, "best_fit"
+
+
+def _clashes(b, offset, x, start):
+    """Would buffer x at ``start`` overlap a placed must_not_alias partner?"""
+    for q in b.partners[x]:
+        if offset[q] is not None and _ranges_intersect(start, b.size[x], offset[q], b.size[q]):
+            return True
+    return False
+
+
+def _release(free, start, end):
+    """Return ``[start, end)`` to the free list, merged with the free blocks
+    that end at ``start`` and that start at ``end``."""
+    if start == end:
+        return
+    after = next((blk for blk in free if blk[0] == end), None)
+    if after is not None:
+        free.remove(after)
+        end = after[1]
+    before = next((blk for blk in free if blk[1] == start), None)
+    if before is not None:
+        free.remove(before)
+        start = before[0]
+    free.append((start, end))
+
+
+def assign_offsets(a, arenas, arena_of, align, aligned_size, strategy, fit, inplace_of, offset_of, reserved):
+    """strategies.md: every reusing arena (name order) is built into buffers
+    (§1) and placed by ``strategy``; its size is the placement's end rounded
+    up to the arena alignment. Fills ``offset_of`` and ``reserved`` (the size
+    of each tensor's buffer) for their storage tensors."""
+    partners = _root_partners(a)
+    for name, arena in arenas.items():
+        if arena.persistent:
+            continue
+        b = build_buffers(a, arena, arena_of, align, aligned_size, partners, inplace_of)
+        if strategy == "greedy_by_size":
+            offsets, end, method = place_greedy_by_size(b, fit)
+        else:
+            offsets, end, method = place_best_fit(b)
+        arena.method = method
+        arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
+        for t in arena.tensors:
+            k = b.group_of[t]
+            offset_of[t] = offsets[k]
+            reserved[t] = b.size[k]
+
+
+# ---------------------------------------------------------------------------
 # §5: layout
 # ---------------------------------------------------------------------------
-def layout(a, arenas):
+def layout(a, arenas, offset_of=None, reserved=None):
     """§5 (MapToVirtualAddresses_v1): slot offsets and arena sizes, then the
     capacity check. Arenas in name order.
 
     CHOICE: an overflow here is ALLOCATION_OVERFLOW naming the arena and the
-    first holder of the slot being placed (the arena only for the arena size)."""
-    g = a.graph
+    first holder of the slot being placed (the arena only for the arena size).
+
+    Offset strategies (``offset_of`` given, the reusing arenas already placed
+    by :func:`assign_offsets`): the arenas with slots are laid out first, all
+    of them, then every arena's capacity is checked (the core's order). An
+    offset arena over its capacity names the storage tensor with the lowest
+    offset (ties: id order) among those whose offset + buffer size exceeds
+    the capacity. Fills ``offset_of`` / ``reserved`` of the slot arenas' tensors."""
+    if offset_of is None:                       # tmmu: arena by arena
+        for name, arena in arenas.items():
+            _layout_slots(a, name, arena)
+            _check_capacity(a, name, arena)
+        return
     for name, arena in arenas.items():
-        end = 0
+        if arena.method is None:
+            _layout_slots(a, name, arena)
+            for slot in arena.slots:
+                for t in slot.holders:
+                    offset_of[t], reserved[t] = slot.offset, slot.size
+    for name, arena in arenas.items():
+        _check_capacity(a, name, arena, offset_of, reserved)
+
+
+def _layout_slots(a, name, arena):
+    g = a.graph
+    end = 0
+    for k, slot in enumerate(arena.slots):
+        where = {"arena": name, "tensor": g.ids[slot.holders[0]]}
+        slot.offset = 0 if k == 0 else _u64(_align_up(end, slot.alignment),
+                                            f"arena {name!r}: the offset of slot {k}", **where)
+        end = _u64(slot.offset + slot.size, f"arena {name!r}: the end of slot {k}", **where)
+    arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
+
+
+def _check_capacity(a, name, arena, offset_of=None, reserved=None):
+    g = a.graph
+    if arena.capacity_bytes is None or arena.size <= arena.capacity_bytes:
+        return
+    if arena.method is None:
         for k, slot in enumerate(arena.slots):
-            where = {"arena": name, "tensor": g.ids[slot.holders[0]]}
-            slot.offset = 0 if k == 0 else _u64(_align_up(end, slot.alignment),
-                                                f"arena {name!r}: the offset of slot {k}", **where)
-            end = _u64(slot.offset + slot.size, f"arena {name!r}: the end of slot {k}", **where)
-        arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
-        if arena.capacity_bytes is not None and arena.size > arena.capacity_bytes:
-            for k, slot in enumerate(arena.slots):
-                if slot.offset + slot.size > arena.capacity_bytes:
-                    first = slot.holders[0]       # holders are in placement order
-                    raise PlanError(
-                        "ARENA_TOO_SMALL",
-                        f"arena {name!r} needs {arena.size} bytes but its capacity_bytes is "
-                        f"{arena.capacity_bytes}: slot {k} (first holder {g.ids[first]!r}) spans bytes "
-                        f"[{slot.offset}, {slot.offset + slot.size})",
-                        arena=name, tensor=g.ids[first])
-            raise AssertionError("unreachable: the arena size is the end of its last slot")
+            if slot.offset + slot.size > arena.capacity_bytes:
+                first = slot.holders[0]       # holders are in placement order
+                raise PlanError(
+                    "ARENA_TOO_SMALL",
+                    f"arena {name!r} needs {arena.size} bytes but its capacity_bytes is "
+                    f"{arena.capacity_bytes}: slot {k} (first holder {g.ids[first]!r}) spans bytes "
+                    f"[{slot.offset}, {slot.offset + slot.size})",
+                    arena=name, tensor=g.ids[first])
+        raise AssertionError("unreachable: the arena size is the end of its last slot")
+    past = [t for t in arena.tensors if offset_of[t] + reserved[t] > arena.capacity_bytes]
+    if not past:
+        raise AssertionError("unreachable: the arena size is the end of its highest buffer")
+    first = min(past, key=lambda t: (offset_of[t], g.ids[t]))
+    raise PlanError(
+        "ARENA_TOO_SMALL",
+        f"arena {name!r} needs {arena.size} bytes but its capacity_bytes is {arena.capacity_bytes}: "
+        f"tensor {g.ids[first]!r} (its buffer: bytes [{offset_of[first]}, {offset_of[first] + reserved[first]})) "
+        f"is the lowest past it", arena=name, tensor=g.ids[first])
 
 
 # ---------------------------------------------------------------------------
 # the emel.plan/1 document
 # ---------------------------------------------------------------------------
-def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of):
+def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of, offset_of=None):
+    """The document without its metrics. formats.md: a tensor placed by an
+    offset strategy (``slot_of`` None; its offset in ``offset_of``) has no
+    ``slot`` key; its arena has ``slots: null`` and a ``method``."""
     g = a.graph
     tensors = {}
     for t in range(g.n_tensors):
         if g.is_view[t]:
             continue
         arena = arenas[arena_of[t]]
-        slot = arena.slots[slot_of[t]]
-        entry = {"arena": arena.name, "offset": slot.offset, "size": a.sizes[t], "slot": slot_of[t],
-                 "birth": a.birth[t], "death": a.death[t]}
+        if slot_of[t] is None:
+            entry = {"arena": arena.name, "offset": offset_of[t], "size": a.sizes[t],
+                     "birth": a.birth[t], "death": a.death[t]}
+        else:
+            slot = arena.slots[slot_of[t]]
+            entry = {"arena": arena.name, "offset": slot.offset, "size": a.sizes[t], "slot": slot_of[t],
+                     "birth": a.birth[t], "death": a.death[t]}
         if inplace_of[t] is not None:
             entry["inplace_of"] = g.ids[inplace_of[t]]
         tensors[g.ids[t]] = entry
@@ -1115,10 +1482,13 @@ def _plan_document(a, strategy, arenas, arena_of, slot_of, inplace_of):
             result_tensors[tid] = tensors[tid]
     arena_entries = {}
     for name, arena in arenas.items():
-        entry = {"size": arena.size, "alignment": arena.alignment, "slots": len(arena.slots),
+        entry = {"size": arena.size, "alignment": arena.alignment,
+                 "slots": len(arena.slots) if arena.method is None else None,
                  "lower_bound": None, "page_size": arena.page_size, "persistent": arena.persistent}
         if arena.capacity_bytes is not None:
             entry["capacity_bytes"] = arena.capacity_bytes
+        if arena.method is not None:
+            entry["method"] = arena.method
         arena_entries[name] = entry
     return {
         "format": "emel.plan/1",
@@ -1311,9 +1681,13 @@ def _ratio(numerator, denominator):
     return 1.0 - float(numerator) / float(denominator)
 
 
-def metrics(a, arenas, slot_of, inplace_of):
+def metrics(a, arenas, slot_of, inplace_of, reserved=None):
     """§7: the per-arena metric maps plus total_bytes and total_lower_bound.
-    Per-step sums use difference arrays over the steps 0 .. last."""
+    Per-step sums use difference arrays over the steps 0 .. last.
+
+    formats.md: in an arena placed by an offset strategy ``peak_logical_slots``
+    and ``memory_reuse_ratio`` are None, and ``internal_fragmentation_ratio``
+    uses each tensor's buffer size (``reserved``) in place of a slot size."""
     keys = ("peak_logical_slots", "peak_physical_bytes", "lower_bound", "max_live", "storage_tensors",
             "memory_reuse_ratio", "internal_fragmentation_ratio")
     result = {key: {} for key in keys}
@@ -1322,7 +1696,7 @@ def metrics(a, arenas, slot_of, inplace_of):
         live_bytes = [0] * (steps + 1)
         live_count = [0] * (steps + 1)
         used = 0          # A: sum of size x lifetime
-        reserved = 0      # B: sum of slot size x lifetime
+        reserved_total = 0    # B: sum of slot (or buffer) size x lifetime
         for t in arena.tensors:
             b, d = a.birth[t], a.death[t]
             live_bytes[b] += a.sizes[t]
@@ -1334,7 +1708,8 @@ def metrics(a, arenas, slot_of, inplace_of):
                 live_count[b] -= 1
                 live_count[b + 1] += 1
             used += a.sizes[t] * (d - b + 1)
-            reserved += arena.slots[slot_of[t]].size * (d - b + 1)
+            held = arena.slots[slot_of[t]].size if slot_of[t] is not None else reserved[t]
+            reserved_total += held * (d - b + 1)
         lower_bound = max_live = 0
         running_bytes = running_count = 0
         for s in range(steps):
@@ -1342,13 +1717,14 @@ def metrics(a, arenas, slot_of, inplace_of):
             running_count += live_count[s]
             lower_bound = max(lower_bound, running_bytes)
             max_live = max(max_live, running_count)
-        result["peak_logical_slots"][name] = len(arena.slots)
+        has_slots = arena.method is None
+        result["peak_logical_slots"][name] = len(arena.slots) if has_slots else None
         result["peak_physical_bytes"][name] = arena.size
         result["lower_bound"][name] = lower_bound
         result["max_live"][name] = max_live
         result["storage_tensors"][name] = len(arena.tensors)
-        result["memory_reuse_ratio"][name] = _ratio(len(arena.slots), len(arena.tensors))
-        result["internal_fragmentation_ratio"][name] = _ratio(used, reserved)
+        result["memory_reuse_ratio"][name] = _ratio(len(arena.slots), len(arena.tensors)) if has_slots else None
+        result["internal_fragmentation_ratio"][name] = _ratio(used, reserved_total)
     result["total_bytes"] = sum(result["peak_physical_bytes"].values())
     result["total_lower_bound"] = sum(result["lower_bound"].values())
     return result
@@ -1357,21 +1733,39 @@ def metrics(a, arenas, slot_of, inplace_of):
 # ---------------------------------------------------------------------------
 # the whole pipeline
 # ---------------------------------------------------------------------------
-def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None):
+def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None, fit="best",
+         role_arenas=None):
     """Plan a parsed ``emel.graph/1`` document; returns the ``emel.plan/1`` dict.
 
-    validate -> liveness -> arena classes -> slots (tmmu) -> layout -> self-check -> metrics
+    ``strategy``: ``tmmu`` (algorithm.md), ``greedy_by_size`` (``fit="best"``
+    or ``"first"``) or ``best_fit`` (strategies.md); ``auto`` and ``optimal``
+    exist in the C++ core only. ``role_arenas``: ``{role: arena name}``
+    overriding a role's default arena, e.g. ``{"gradient": "activations"}``.
+
+    validate -> liveness -> arena classes -> slots (tmmu) | buffers + offsets -> layout -> self-check -> metrics
     """
     _check_mode(mode)
-    _check_strategy(strategy)
+    _check_strategy(strategy, fit)
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
+    roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
     a = analyse(document, mode)                                             # §1 A-E, §2
-    arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment)  # §3
-    slot_of, inplace_of = assign_slots(a, arena_map, arena_of, align, aligned_size)  # §4
-    layout(a, arena_map)                                                    # §5
-    result = _plan_document(a, strategy, arena_map, arena_of, slot_of, inplace_of)
+    arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment, roles)  # §3
+    if strategy == "tmmu":
+        slot_of, inplace_of = assign_slots(a, arena_map, arena_of, align, aligned_size)  # §4
+        layout(a, arena_map)                                                # §5
+        result = _plan_document(a, strategy, arena_map, arena_of, slot_of, inplace_of)
+        reserved = None
+    else:
+        # strategies.md: persistent arenas keep sequential slots (§4, §5);
+        # every reusing arena is built into buffers (§1) and placed (§2 / §3).
+        slot_of, inplace_of = assign_slots(a, arena_map, arena_of, align, aligned_size, persistent_only=True)
+        offset_of = [None] * a.graph.n_tensors
+        reserved = [None] * a.graph.n_tensors
+        assign_offsets(a, arena_map, arena_of, align, aligned_size, strategy, fit, inplace_of, offset_of, reserved)
+        layout(a, arena_map, offset_of, reserved)                           # §5 (slot arenas), capacities
+        result = _plan_document(a, strategy, arena_map, arena_of, slot_of, inplace_of, offset_of)
     _self_check(a, result)                                                  # §6
-    result["metrics"] = metrics(a, arena_map, slot_of, inplace_of)          # §7
+    result["metrics"] = metrics(a, arena_map, slot_of, inplace_of, reserved)  # §7
     for name, entry in result["arenas"].items():
         entry["lower_bound"] = result["metrics"]["lower_bound"][name]
     return result

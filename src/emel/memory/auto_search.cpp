@@ -63,15 +63,17 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
         }
     };
     const auto by_size = order_by_size(b);
-    const auto by_life = order_by_lifetime(b);
+    consider(place_best_fit(b), nullptr);
     consider(place_greedy(b, by_size, Fit::Best), &by_size);
-    consider(place_greedy(b, by_size, Fit::First), &by_size);
-    {
+    // The rest of the portfolio only while the budget lasts (on huge traces a
+    // single greedy pass can cost more than the whole budget).
+    if (work < work_budget) consider(place_greedy(b, by_size, Fit::First), &by_size);
+    if (work < work_budget) {
+        const auto by_life = order_by_lifetime(b);
         Placement p = place_greedy(b, by_life, Fit::Best);
         p.method = "greedy_by_lifetime";
         consider(std::move(p), &by_life);
     }
-    consider(place_best_fit(b), nullptr);
 
     // Small instances: an exact search with the remaining budget.
     if (best.end > bound && b.count() <= 2000 && work < work_budget) {

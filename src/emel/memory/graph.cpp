@@ -64,6 +64,83 @@ void GraphInput::add_node(std::string id, Phase phase, const std::vector<std::st
 
 namespace {
 
+std::string padded(char prefix, size_t i, size_t width) {
+    std::string digits = std::to_string(i);
+    return prefix + std::string(width > digits.size() ? width - digits.size() : 0, '0') + digits;
+}
+
+}  // namespace
+
+GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
+    const size_t T = a.num_tensors, N = a.num_nodes;
+    auto bad = [](const std::string& msg) { throw PlanError(ErrorCode::InvalidIrShapes, msg); };
+    const size_t tw = std::to_string(T ? T - 1 : 0).size(), nw = std::to_string(N ? N - 1 : 0).size();
+    std::vector<std::string> ids(T);
+    for (size_t t = 0; t < T; ++t) ids[t] = padded('t', t, tw);
+    GraphInput in;
+    in.name = std::move(name);
+    in.tensor_id = ids;
+    in.dims_start.assign(T + 1, 0);  // no shapes: sizes come as nbytes
+    in.dtype.assign(T, "bytes");
+    in.has_nbytes.assign(T, 1);
+    in.nbytes.assign(a.size, a.size + T);
+    in.role.resize(T);
+    for (size_t t = 0; t < T; ++t) {
+        const uint8_t r = a.role ? a.role[t] : static_cast<uint8_t>(Role::Activation);
+        if (r > static_cast<uint8_t>(Role::Output)) bad("tensor " + ids[t] + ": unknown role code " + std::to_string(r));
+        in.role[t] = static_cast<Role>(r);
+    }
+    in.arena.assign(T, std::string());
+    in.alignment.assign(T, 0);
+    if (a.alignment) in.alignment.assign(a.alignment, a.alignment + T);
+    in.saved_for_backward.assign(T, 0);
+    in.can_inplace.assign(T, 0);
+    if (a.can_inplace)
+        for (size_t t = 0; t < T; ++t) in.can_inplace[t] = a.can_inplace[t] != 0;
+    in.is_view.assign(T, 0);
+    in.view_base.assign(T, std::string());
+    in.view_byte_offset.assign(T, 0);
+    if (a.view_base)
+        for (size_t t = 0; t < T; ++t) {
+            if (a.view_base[t] < 0) continue;
+            if (static_cast<uint64_t>(a.view_base[t]) >= T)
+                bad("tensor " + ids[t] + ": view base index " + std::to_string(a.view_base[t]) + " out of range");
+            in.is_view[t] = 1;
+            in.view_base[t] = ids[a.view_base[t]];
+            in.view_byte_offset[t] = a.view_offset ? a.view_offset[t] : 0;
+        }
+    in.must_not_alias_start.assign(T + 1, 0);
+    auto csr = [&](const uint64_t* start, const uint64_t* index, const char* what,
+                   std::vector<std::string>& flat, std::vector<uint64_t>& flat_start) {
+        if (start[0] != 0) bad(std::string(what) + " offsets must start at 0");
+        flat_start.assign(1, 0);
+        for (size_t j = 0; j < N; ++j) {
+            if (start[j + 1] < start[j]) bad(std::string(what) + " offsets must not decrease (node " + std::to_string(j) + ")");
+            for (uint64_t k = start[j]; k < start[j + 1]; ++k) {
+                if (index[k] >= T)
+                    throw PlanError(ErrorCode::InvalidIrShapes,
+                                    "node " + padded('n', j, nw) + ": tensor index " + std::to_string(index[k]) +
+                                        " out of range (" + std::to_string(T) + " tensors)",
+                                    {}, padded('n', j, nw));
+                flat.push_back(ids[index[k]]);
+            }
+            flat_start.push_back(flat.size());
+        }
+    };
+    in.node_id.resize(N);
+    for (size_t j = 0; j < N; ++j) in.node_id[j] = padded('n', j, nw);
+    in.node_phase.assign(N, Phase::Unspecified);
+    csr(a.in_start, a.in_index, "inputs", in.node_inputs, in.node_inputs_start);
+    csr(a.out_start, a.out_index, "outputs", in.node_outputs, in.node_outputs_start);
+    for (size_t k = 0; k < a.num_outputs; ++k) {
+        if (a.outputs[k] >= T) bad("outputs: tensor index " + std::to_string(a.outputs[k]) + " out of range");
+        in.outputs.push_back(ids[a.outputs[k]]);
+    }
+    return in;
+}
+
+namespace {
+
 [[noreturn]] void fail(ErrorCode code, std::string msg, std::string tensor = {},
                        std::string node = {}) {
     throw PlanError(code, std::move(msg), std::move(tensor), std::move(node));

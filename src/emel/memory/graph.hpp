@@ -100,6 +100,27 @@ struct Graph {
     bool is_view(uint32_t t) const { return view_base[t] != kNone; }
 };
 
+// Bulk input: tensors and nodes as arrays of indices (no Python object per
+// tensor). Ids are generated ("t" / "n" + zero-padded index, so id order is
+// index order). Node inputs/outputs are CSR: node j reads
+// in_index[in_start[j] .. in_start[j+1]). Optional arrays may be empty.
+struct GraphArrays {
+    size_t num_tensors = 0, num_nodes = 0;
+    const uint64_t* size = nullptr;            // bytes per tensor
+    const uint64_t* in_start = nullptr;        // num_nodes + 1
+    const uint64_t* in_index = nullptr;
+    const uint64_t* out_start = nullptr;       // num_nodes + 1
+    const uint64_t* out_index = nullptr;
+    const uint8_t* role = nullptr;             // Role per tensor (default activation)
+    const uint8_t* can_inplace = nullptr;
+    const uint64_t* alignment = nullptr;       // 0 = none
+    const int64_t* view_base = nullptr;        // -1 = storage tensor
+    const uint64_t* view_offset = nullptr;
+    const uint64_t* outputs = nullptr;         // tensor indices
+    size_t num_outputs = 0;
+};
+GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name);
+
 // Phases B–E of docs/algorithm.md §1 (phase A — document types — is done by
 // the reader; the power-of-two check of tensor alignments is repeated here).
 Graph build_graph(const GraphInput& in);

@@ -81,8 +81,13 @@ void self_check(const Graph& g, const Plan& p) {
     for (size_t ai = 0; ai < p.arenas.size(); ++ai) {
         const ArenaPlan& a = p.arenas[ai];
         std::vector<uint32_t>& ts = members[ai];
+        // Births in order; at one step, in-place takers after everything else, so
+        // a taker's victim (born earlier, or unproduced and born at 0 too) is
+        // already in `live` when the taker arrives.
+        auto is_taker = [&](uint32_t x) { return !p.inplace_of.empty() && p.inplace_of[x] != kNone; };
         std::sort(ts.begin(), ts.end(), [&](uint32_t x, uint32_t y) {
             if (p.live.birth[x] != p.live.birth[y]) return p.live.birth[x] < p.live.birth[y];
+            if (is_taker(x) != is_taker(y)) return !is_taker(x);
             return x < y;
         });
         std::map<uint64_t, Range> live;
