@@ -265,15 +265,25 @@ def test_empty_graph_and_tensor_only_graph():
 
 
 def test_inplace_over_an_unproduced_tensor_at_step_zero():
-    """Regression (found by the property tests): the taker's id sorts before its
-    victim's and both are born at step 0; the self-check must still accept it."""
+    """Regression (found by the property tests): victim and taker are both born
+    at step 0 and the taker comes first in the document; the self-check must
+    still see the victim before the taker."""
     g = mm.Graph()
-    g.tensor("b_victim", [1], "uint8")          # never produced: born at 0
-    g.tensor("a_taker", [1], "uint8", can_inplace=True)
-    g.node("n0", "relu", ["b_victim"], ["a_taker"])
+    g.tensor("t3", [1], "uint8", can_inplace=True)   # the taker, listed first
+    g.tensor("t2", [1], "uint8")                      # never produced: born at 0
+    g.node("n0", "relu", ["t2"], ["t3"])
     plan = same_as_reference(g, alignment=1)
-    assert plan.tensors["a_taker"].inplace_of == "b_victim"
-    assert plan.tensors["a_taker"].offset == plan.tensors["b_victim"].offset
+    assert plan.tensors["t3"].inplace_of == "t2"
+    assert plan.tensors["t3"].offset == plan.tensors["t2"].offset
     plan.verify()
     for strategy in ("greedy_by_size", "best_fit", "auto", "optimal"):
-        assert mm.plan(g, strategy=strategy).tensors["a_taker"].inplace_of == "b_victim"
+        assert mm.plan(g, strategy=strategy).tensors["t3"].inplace_of == "t2"
+    # With the ids swapped the taker sorts first, before its victim is placed:
+    # no in-place (docs/algorithm.md §4), and the plan is still valid.
+    g2 = mm.Graph()
+    g2.tensor("a", [1], "uint8", can_inplace=True)
+    g2.tensor("b", [1], "uint8")
+    g2.node("n0", "relu", ["b"], ["a"])
+    plan2 = same_as_reference(g2, alignment=1)
+    assert plan2.tensors["a"].inplace_of is None
+    assert plan2.arenas["activations"].slots == 2
