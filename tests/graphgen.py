@@ -49,6 +49,8 @@ __all__ = [
     "corrupted_graphs",
     "multi_corrupted_graphs",
     "corrupted_configs",
+    "huge_cases",
+    "minimize_graph",
     "CORRUPTIONS",
     "CONFIG_CORRUPTIONS",
     "tensor_size",
@@ -882,6 +884,38 @@ def corrupted_configs(draw, max_nodes=20):
         else:
             kw[key] = value
     return kind, doc, kw, expected
+
+
+_HUGE = (2**63, 2**64 - 1, 2**62 + 1, 2**64 - 4096, 2**63 - 1, 2**32 * 3)
+
+
+@st.composite
+def huge_cases(draw, max_nodes=20):
+    """(graph, kwargs) near the 64-bit limits: a few storage tensors with
+    sizes close to 2^64, dims whose product overflows, huge alignments.
+    Valid or not, the two implementations must do the same thing (the same
+    plan, or the same PlanError code and blamed ids)."""
+    doc = draw(graphs(max_nodes=max_nodes))
+    kw = _copy(draw(plan_kwargs()))
+    c = _Draws(draw)
+    storage = [t for t in doc["tensors"] if t.get("view_of") is None]
+    for _ in range(c.int(1, 4)):
+        t = c.pick(storage)
+        k = c.int(0, 9)
+        if k < 6:
+            t["dtype"] = "q4_0"
+            t["nbytes"] = c.pick(_HUGE)
+        elif k < 8:
+            t["dtype"] = c.pick(_DTYPES)
+            t["shape"] = [c.pick((2**32, 2**33, 2**31 + 1)), c.pick((2**31, 2**32, 3))]
+            t.pop("nbytes", None)
+        else:
+            t["alignment"] = 1 << c.int(40, 63)
+    if c.chance(30):
+        arenas = dict(kw.get("arenas") or {})
+        arenas[c.pick(ARENA_NAMES)] = {"alignment_bytes": 1 << c.int(32, 63)}
+        kw["arenas"] = arenas
+    return doc, kw
 
 
 # --------------------------------------------------------------------------

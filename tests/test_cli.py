@@ -52,3 +52,15 @@ def test_examples_are_listed_and_valid():
     assert examples.names() == ["llama-tiny-inference", "resnet18-inference"]
     for name in examples.names():
         examples.load(name).validate()
+
+
+def test_strategy_option_reaches_the_lower_bound(capsys):
+    assert cli.main(["--example", "resnet18-inference", "--strategy", "auto", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    act = doc["arenas"]["activations"]
+    assert doc["strategy"] == "auto" and act["slots"] is None
+    assert act["size"] == act["lower_bound"]  # 6,422,528 bytes: no gap left
+    assert cli.main(["--example", "resnet18-inference", "--strategy", "greedy_by_size",
+                     "--fit", "first"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy greedy_by_size" in out and " - " in out

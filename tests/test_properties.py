@@ -276,3 +276,21 @@ def test_capacity_limits_agree(g, kw, data):
             f"ARENA_TOO_SMALL blames differ: core {c.tensor, c.arena} ({c}); reference {r.tensor, r.arena} ({r})")
         # the blamed arena really needed more than its capacity
         assert base["arenas"][c.arena]["size"] > arenas[c.arena]["capacity_bytes"]
+
+
+@needs_core
+@needs_ref
+@given(graphgen.huge_cases())
+def test_64_bit_limits_agree(case):
+    """Sizes and alignments near 2^64: the same plan or the same error."""
+    g, kw = case
+    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **kw).to_dict())
+    r_kind, r = outcome(lambda: ref.plan(copy.deepcopy(g), **kw))
+    assert c_kind == r_kind, (
+        f"core {c_kind}: {c if c_kind == 'error' else ''}; reference {r_kind}: {r if r_kind == 'error' else ''}")
+    if c_kind == "ok":
+        assert c == r, "\n  ".join(diff(c, r))
+        check_plan(g, c, kw.get("mode", "inference"), **_config_kwargs(kw))
+    else:
+        assert (c.code, c.tensor, c.node, c.arena) == (r.code, r.tensor, r.node, r.arena), (
+            f"core: {c!r} {(c.tensor, c.node, c.arena)}; reference: {r!r} {(r.tensor, r.node, r.arena)}")

@@ -1,6 +1,7 @@
 """emel-plan: plan a graph's memory from the command line.
 
-    emel-plan GRAPH.json [--mode inference|forward|backward] [--alignment N] [--json OUT]
+    emel-plan GRAPH.json [--mode inference|forward|backward] [--strategy S] [--alignment N]
+              [--json OUT]
     emel-plan --example [NAME]
 """
 
@@ -27,7 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="inference",
                    help="lifetime mode (default: inference)")
     p.add_argument("--strategy", choices=STRATEGIES, default="tmmu",
-                   help="placement strategy (default: tmmu)")
+                   help="placement strategy (default: tmmu; see docs/strategies.md)")
+    p.add_argument("--fit", choices=("best", "first"), default="best",
+                   help="gap choice of greedy_by_size (default: best)")
+    p.add_argument("--time-budget-ms", type=int, default=200, metavar="MS",
+                   help="work budget of auto and optimal, in deterministic work units "
+                        "worth about MS milliseconds (default: 200)")
     p.add_argument("--alignment", type=int, default=None, metavar="N",
                    help="alignment of every arena in bytes, a power of two (default: 128)")
     p.add_argument("--json", metavar="OUT",
@@ -64,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error("give a GRAPH file or --example (not both)")
     try:
         source = examples.load(args.example) if args.example is not None else load_graph(args.graph)
-        result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment)
+        result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
+                      fit=args.fit, time_budget_ms=args.time_budget_ms)
     except PlanError as e:
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
