@@ -8,7 +8,7 @@
 3. MiniMalloc's challenging set (11 tight instances posed at 1,048,576 bytes)
    and the idealloc traces (../shared/dsa): every strategy through place().
 
-    python bench/quality.py [--budget-ms 200] [--dsa-budget-ms 5000] [--out FILE]
+    python bench/quality.py [--budget-ms 200] [--dsa-budget-ms 10000] [--out FILE]
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def dsa_table(budget_ms):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-ms", type=int, default=200, help="auto/optimal budget on graphs")
-    ap.add_argument("--dsa-budget-ms", type=int, default=5000, help="auto/optimal budget on DSA sets")
+    ap.add_argument("--dsa-budget-ms", type=int, default=10000, help="auto/optimal budget on DSA sets")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 

@@ -316,10 +316,10 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
     uint64_t capacity = target != 0 && target < hi ? std::max(target, lo) : lo;
     bool first = true;
     while (lo < hi && capacity < hi && work < work_budget) {
-        // The first attempt (the lower bound, or the caller's target) gets half
-        // the budget; later ones a third of what is left.
+        // The first attempt gets half the budget (three quarters when it is the
+        // caller's target capacity); later ones a third of what is left.
         const uint64_t left = work_budget - work;
-        const uint64_t share = first ? left / 2 : left / 3;
+        const uint64_t share = first ? (target ? left / 4 * 3 : left / 2) : left / 3;
         first = false;
         uint64_t spent = 0;
         const Outcome r = search.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent);

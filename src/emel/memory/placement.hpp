@@ -56,8 +56,8 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target 
 // on the machine's speed). A unit is roughly one elementary step — a few
 // nanoseconds on the 2-core development machine; heuristics charge
 // kGreedyUnitsPerStep per buffer placed or conflict examined.
-constexpr uint64_t kWorkUnitsPerMs = 1000000;
-constexpr uint64_t kGreedyUnitsPerStep = 32;
+constexpr uint64_t kWorkUnitsPerMs = 400000;
+constexpr uint64_t kGreedyUnitsPerStep = 13;
 
 // Smallest peak of live bytes (sizes as given) over all instants: no placement
 // can end below it.
