@@ -6,6 +6,7 @@ the offset strategies): every stage below is one function named after its
 section, and the comments cite the section they implement::
 
     check_arena_config (§1, first)
+    check_role_arenas  (role_arenas=, right after alignment= and arenas=)
     validate_document  (§1 phases A, B) -> Graph
     compute_sizes      (§1 phase C)
     resolve_views      (§1 phase D)
@@ -22,9 +23,12 @@ section, and the comments cite the section they implement::
 It is the oracle the C++ core is compared with (bit for bit), so it is written
 to be obviously correct rather than fast: standard library only, plain lists
 indexed by dense tensor / node numbers, Python's exact integers (every u64
-quantity is checked against 2^64 - 1 explicitly). It still scales: every stage
-is (near) linear in tensors + nodes + edges, and nothing recurses, so view
-chains and node chains of any depth are fine.
+quantity is checked against 2^64 - 1 explicitly). It still scales: every
+``tmmu`` stage is (near) linear in tensors + nodes + edges, and nothing
+recurses, so view chains and node chains of any depth are fine. The offset
+strategies trade speed for plainness: ``greedy_by_size`` scans every placed
+buffer for each buffer it places (quadratic: seconds at 10^4 buffers) and
+``best_fit`` sorts its free-block list at each allocation.
 
 Choices the documents leave open are marked ``CHOICE:`` in the comments.
 """
@@ -1144,11 +1148,9 @@ class Buffers:
         return len(self.members)
 
     def live_together(self, x, y):
+        """§1.3: two buffers conflict when they live together (their half-open
+        intervals intersect) or when ``y in partners[x]``."""
         return self.lower[x] < self.upper[y] and self.lower[y] < self.upper[x]
-
-    def conflict(self, x, y):
-        """§1.3: the intervals intersect, or a must_not_alias pair spans the two."""
-        return self.live_together(x, y) or y in self.partners[x]
 
 
 def build_buffers(a, arena, arena_of, align, aligned_size, partners, inplace_of):
@@ -1249,11 +1251,15 @@ def place_greedy_by_size(b, fit="best"):
     order = sorted(range(b.count),
                    key=lambda x: (-b.size[x], -(b.upper[x] - b.lower[x]), b.lower[x], b.rank[x]))
     offset = [None] * b.count
+    lower, upper = b.lower, b.upper
     placed = []
     end = 0
     for x in order:
         size, alignment = b.size[x], b.alignment[x]
-        near = [y for y in placed if b.conflict(x, y)]
+        # The placed buffers that conflict with x (§1.3): live together (the
+        # test of Buffers.live_together, inlined), or a placed partner.
+        near = [y for y in placed if lower[y] < upper[x] and lower[x] < upper[y]]
+        near += [q for q in b.partners[x] if offset[q] is not None and not b.live_together(x, q)]
         near.sort(key=lambda y: (offset[y], offset[y] + b.size[y], b.rank[y]))
         cursor = 0                 # the highest end seen so far
         chosen = best_gap = None

@@ -86,7 +86,7 @@ ArenaBuffers build_buffers(const Graph& g, Plan& p, uint32_t arena,
                 throw PlanError(ErrorCode::AllocationOverflow,
                                 "tensor '" + g.tensor_id[t] + "' of " + std::to_string(g.size[t]) +
                                     " bytes cannot be rounded up to its alignment within 2^64-1",
-                                g.tensor_id[t], {}, p.arenas[arena].name);
+                                g.tensor_id[t]);
             b.size[k] = std::max(b.size[k], *aligned);
             b.alignment[k] = std::max(b.alignment[k], a);
         }

@@ -129,7 +129,10 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
             if (ep != eq) return ep < eq;
             return b.rank[p] < b.rank[q];
         });
-        out.work += kGreedyUnitsPerStep * (1 + near.size());
+        // Charge the sort too (k log k), so huge traces with thousands of
+        // conflicts per buffer cost what they really take.
+        const uint64_t k = near.size();
+        out.work += kGreedyUnitsPerStep * (1 + k + k * (64 - __builtin_clzll(k | 1)) / 4);
         const uint64_t a = b.alignment[x], size = b.size[x];
         uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
         bool found = false;

@@ -31,7 +31,7 @@ struct SlotSweep {
                             "tensor '" + g.tensor_id[t] + "' of " + std::to_string(g.size[t]) +
                                 " bytes cannot be rounded up to its alignment " +
                                 std::to_string(a) + " within 2^64-1",
-                            g.tensor_id[t], {}, arena.name);
+                            g.tensor_id[t]);
         arena.slot_size[s] = std::max(arena.slot_size[s], *aligned);
         arena.slot_alignment[s] = std::max(arena.slot_alignment[s], a);
     }
