@@ -9,8 +9,7 @@
 
 namespace emel::memory {
 
-ArenaBuffers build_buffers(const Graph& g, Plan& p, uint32_t arena,
-                           const std::vector<uint32_t>& members,
+ArenaBuffers build_buffers(const Graph& g, Plan& p, const std::vector<uint32_t>& members,
                            const std::vector<std::vector<uint32_t>>& partners) {
     // The tmmu sweep order.
     std::vector<uint32_t> ts = members;
@@ -26,34 +25,14 @@ ArenaBuffers build_buffers(const Graph& g, Plan& p, uint32_t arena,
     std::vector<std::vector<uint32_t>> group_members;
     std::vector<uint8_t> seen(g.num_tensors, 0);
     for (uint32_t t : ts) {
-        uint32_t victim = kNone;
-        if (g.can_inplace[t] && g.producer_step[t] != kNone && !is_persistent_role(g.role[t])) {
-            const uint32_t s = g.producer_step[t];
-            auto aliased_here = [&](uint32_t i) {
-                for (uint32_t k = g.step_inputs_start[s]; k < g.step_inputs_start[s + 1]; ++k)
-                    if (g.is_view(g.step_inputs[k]) && g.root[g.step_inputs[k]] == i) return true;
-                for (uint32_t k = g.step_outputs_start[s]; k < g.step_outputs_start[s + 1]; ++k)
-                    if (g.is_view(g.step_outputs[k]) && g.root[g.step_outputs[k]] == i) return true;
-                return false;
-            };
-            auto partner_in_group = [&](uint32_t grp) {
-                for (uint32_t q : partners[t])
-                    if (group[q] == grp) return true;
-                return false;
-            };
-            for (uint32_t k = g.step_inputs_start[s]; k < g.step_inputs_start[s + 1]; ++k) {
-                const uint32_t i = g.step_inputs[k];
-                if (i == t || g.is_view(i) || p.arena_of[i] != arena || !seen[i]) continue;
-                if (p.live.death[i] != s || last_member[group[i]] != i) continue;
-                const Role r = g.role[i];
-                if (r == Role::Input || r == Role::Output || is_persistent_role(r)) continue;
-                if (p.live.is_output[i] || p.live.is_saved[i]) continue;
-                if (g.size[i] < g.size[t] || aliased_here(i) || partner_in_group(group[i])) continue;
-                if (victim == kNone || g.size[i] > g.size[victim] ||
-                    (g.size[i] == g.size[victim] && g.id_rank[i] < g.id_rank[victim]))
-                    victim = i;
-            }
-        }
+        // The victim must already be placed and still end its group, and no
+        // member of that group may be a must_not_alias partner of t.
+        const uint32_t victim = choose_inplace_victim(g, p, t, [&](uint32_t i) {
+            if (!seen[i] || last_member[group[i]] != i) return false;
+            for (uint32_t q : partners[t])
+                if (group[q] == group[i]) return false;
+            return true;
+        });
         seen[t] = 1;
         if (victim != kNone) {
             group[t] = group[victim];

@@ -160,6 +160,26 @@ uint64_t element_size(const std::string& dtype) {
 
 std::string q(const std::string& id) { return "'" + id + "'"; }
 
+// The views, each after its base when the base is a view itself, so a value
+// defined along view chains can be filled in by one loop without recursion.
+// Needs acyclic chains (phase D pass 1).
+std::vector<uint32_t> views_base_first(const Graph& g) {
+    const uint32_t T = static_cast<uint32_t>(g.view_base.size());
+    std::vector<uint32_t> order, path;
+    std::vector<uint8_t> done(T, 0);
+    for (uint32_t v = 0; v < T; ++v) {
+        if (g.view_base[v] == kNone || done[v]) continue;
+        path.clear();
+        for (uint32_t cur = v; g.view_base[cur] != kNone && !done[cur]; cur = g.view_base[cur])
+            path.push_back(cur);
+        for (size_t k = path.size(); k-- > 0;) {
+            done[path[k]] = 1;
+            order.push_back(path[k]);
+        }
+    }
+    return order;
+}
+
 using IdMap = std::unordered_map<std::string_view, uint32_t>;
 
 }  // namespace
@@ -375,24 +395,9 @@ Graph build_graph(const GraphInput& in) {
     }
     g.root_offset.assign(T, 0);
     {
-        // Pass 2: root offsets (memoised walk, no recursion) and view alignment.
-        std::vector<uint8_t> done(T, 0);
-        std::vector<uint32_t> path;
-        for (size_t v = 0; v < T; ++v) {
-            if (g.view_base[v] == kNone || done[v]) continue;
-            path.clear();
-            uint32_t cur = static_cast<uint32_t>(v);
-            while (g.view_base[cur] != kNone && !done[cur]) {
-                path.push_back(cur);
-                cur = g.view_base[cur];
-            }
-            // cur is a storage root (offset 0) or a finished view.
-            for (size_t k = path.size(); k-- > 0;) {
-                const uint32_t p = path[k];
-                g.root_offset[p] = g.root_offset[g.view_base[p]] + in.view_byte_offset[p];
-                done[p] = 1;
-            }
-        }
+        // Pass 2: root offsets and view alignment.
+        for (uint32_t v : views_base_first(g))
+            g.root_offset[v] = g.root_offset[g.view_base[v]] + in.view_byte_offset[v];
         for (size_t v = 0; v < T; ++v)
             if (g.view_base[v] != kNone && in.alignment[v] != 0 &&
                 g.root_offset[v] % in.alignment[v] != 0)
@@ -434,25 +439,12 @@ Graph build_graph(const GraphInput& in) {
     {
         // anc[v]: latest producer step among the strict ancestors of view v (-1: none).
         std::vector<int64_t> anc(T, -1);
-        std::vector<uint8_t> done(T, 0);
-        std::vector<uint32_t> path;
         auto prod = [&](uint32_t t) -> int64_t {
             return g.producer_step[t] == kNone ? -1 : static_cast<int64_t>(g.producer_step[t]);
         };
-        for (size_t v = 0; v < T; ++v) {
-            if (g.view_base[v] == kNone || done[v]) continue;
-            path.clear();
-            uint32_t cur = static_cast<uint32_t>(v);
-            while (g.view_base[cur] != kNone && !done[cur]) {
-                path.push_back(cur);
-                cur = g.view_base[cur];
-            }
-            for (size_t k = path.size(); k-- > 0;) {
-                const uint32_t p = path[k];
-                const uint32_t b = g.view_base[p];
-                anc[p] = std::max(prod(b), g.view_base[b] == kNone ? int64_t{-1} : anc[b]);
-                done[p] = 1;
-            }
+        for (uint32_t v : views_base_first(g)) {
+            const uint32_t b = g.view_base[v];
+            anc[v] = std::max(prod(b), g.view_base[b] == kNone ? int64_t{-1} : anc[b]);
         }
         auto order_error = [&](uint32_t t, size_t s, int64_t bad_step) {
             // Tell a real cycle from a wrong order: Kahn's algorithm on the

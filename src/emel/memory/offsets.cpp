@@ -17,7 +17,7 @@ void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p) {
         ArenaPlan& arena = p.arenas[ai];
         if (arena.persistent) continue;
         arena.has_slots = false;
-        const ArenaBuffers ab = build_buffers(g, p, ai, members[ai], partners);
+        const ArenaBuffers ab = build_buffers(g, p, members[ai], partners);
         const Buffers& b = ab.buffers;
         Placement placed;
         switch (opt.strategy) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -102,8 +103,12 @@ Liveness analyze_liveness(const Graph& g, Mode mode);                  // livene
 void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p);    // arenas.cpp
 // must_not_alias partners per storage root, within one arena (arenas.cpp).
 std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p);
+// The largest eligible in-place victim of t (ties: id order), or kNone;
+// `still_free(i)` adds the strategy's own condition (inplace.cpp).
+uint32_t choose_inplace_victim(const Graph& g, const Plan& p, uint32_t t,
+                               const std::function<bool(uint32_t)>& still_free);
 void assign_slots_tmmu(const Graph& g, Plan& p, bool persistent_only);  // slots.cpp
-ArenaBuffers build_buffers(const Graph& g, Plan& p, uint32_t arena,     // buffers.cpp
+ArenaBuffers build_buffers(const Graph& g, Plan& p,                     // buffers.cpp
                            const std::vector<uint32_t>& members,
                            const std::vector<std::vector<uint32_t>>& partners);
 void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // offsets.cpp

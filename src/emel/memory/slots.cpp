@@ -58,34 +58,12 @@ struct SlotSweep {
         return false;
     }
 
-    // The eligible victim of in-place reuse for t, or kNone (§4 step 2).
+    // The victim must still hold its slot, and t may not join a slot that
+    // held one of its must_not_alias partners.
     uint32_t inplace_victim(uint32_t t) const {
-        if (!g.can_inplace[t] || g.producer_step[t] == kNone || is_persistent_role(g.role[t]))
-            return kNone;
-        const uint32_t s = g.producer_step[t];
-        const uint32_t in0 = g.step_inputs_start[s], in1 = g.step_inputs_start[s + 1];
-        const uint32_t out0 = g.step_outputs_start[s], out1 = g.step_outputs_start[s + 1];
-        auto aliased_here = [&](uint32_t i) {
-            for (uint32_t k = in0; k < in1; ++k)
-                if (g.is_view(g.step_inputs[k]) && g.root[g.step_inputs[k]] == i) return true;
-            for (uint32_t k = out0; k < out1; ++k)
-                if (g.is_view(g.step_outputs[k]) && g.root[g.step_outputs[k]] == i) return true;
-            return false;
-        };
-        uint32_t best = kNone;
-        for (uint32_t k = in0; k < in1; ++k) {
-            const uint32_t i = g.step_inputs[k];
-            if (i == t || g.is_view(i) || p.arena_of[i] != p.arena_of[t]) continue;
-            if (p.live.death[i] != s || p.slot[i] == kNone || holder[p.slot[i]] != i) continue;
-            const Role r = g.role[i];
-            if (r == Role::Input || r == Role::Output || is_persistent_role(r)) continue;
-            if (p.live.is_output[i] || p.live.is_saved[i]) continue;
-            if (g.size[i] < g.size[t] || aliased_here(i) || forbidden(t, p.slot[i])) continue;
-            if (best == kNone || g.size[i] > g.size[best] ||
-                (g.size[i] == g.size[best] && g.id_rank[i] < g.id_rank[best]))
-                best = i;
-        }
-        return best;
+        return choose_inplace_victim(g, p, t, [&](uint32_t i) {
+            return p.slot[i] != kNone && holder[p.slot[i]] == i && !forbidden(t, p.slot[i]);
+        });
     }
 
     void place(uint32_t t) {
