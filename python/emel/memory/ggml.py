@@ -1,0 +1,243 @@
+"""ggml-alloc parity: llama.cpp's graph allocator, modelled exactly.
+
+The planning pass and the dynamic allocator run in the C++ core
+(src/emel/memory/ggml_alloc.cpp); this module holds the ggml-shaped graph
+model, the converter from `emel.graph/1` (the mapping of the shared
+ggml-alloc baselines) and the GraphAllocator state (buffers that only grow,
+shared buffer types, reserve / get_buffer_size).
+
+Work in progress (issue #4): the tensor allocator, context-tensor allocation,
+alloc_graph/needs_realloc and the C API are not here yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from . import _core
+from .graph import load_graph
+from .planning import plan as _plan
+
+SIZE_MAX = 2**64 - 1
+MAX_SRC = 10
+INPUT, OUTPUT, HAS_DATA = 1, 2, 4
+
+#: ggml_op_can_inplace: the only ops ggml runs in place.
+INPLACE_OPS = frozenset({
+    "FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL",
+    "DIV", "SQR", "SQRT", "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM",
+    "RMS_NORM_BACK", "SOFT_MAX", "SOFT_MAX_BACK",
+})
+
+
+@dataclass(eq=False)
+class BufferType:
+    """A backend buffer type: allocations are aligned to `alignment`; one
+    buffer (chunk) holds at most `max_size` bytes. The same object passed
+    twice to a GraphAllocator means one shared buffer, as in ggml."""
+    alignment: int = 32
+    max_size: int = SIZE_MAX
+    name: str = "CPU"
+
+
+@dataclass(eq=False)
+class Tensor:
+    name: str
+    nbytes: int
+    op: str = "NONE"
+    src: list = field(default_factory=list)   # Tensor objects, at most 10
+    view_src: "Tensor | None" = None           # the ROOT tensor (ggml flattens views)
+    view_offs: int = 0
+    flags: int = 0
+    layout: Any = None                         # equal layouts may share in place (default: nbytes)
+
+    @property
+    def is_view(self) -> bool:
+        return self.view_src is not None
+
+
+@dataclass
+class Graph:
+    """A ggml cgraph: nodes in execution order, leafs."""
+    nodes: list = field(default_factory=list)
+    leafs: list = field(default_factory=list)
+
+
+def build_forward(outputs: Sequence[Tensor], graph: Graph | None = None) -> Graph:
+    """ggml_build_forward_expand for each tensor: depth-first over sources in
+    slot order; op NONE tensors become leafs, the rest nodes."""
+    graph = graph or Graph()
+    seen = {id(t) for t in graph.nodes} | {id(t) for t in graph.leafs}
+    for root in outputs:
+        stack = [(root, 0)]
+        while stack:
+            t, i = stack.pop()
+            if i == 0:
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+            if i < len(t.src):
+                stack.append((t, i + 1))
+                if t.src[i] is not None and id(t.src[i]) not in seen:
+                    stack.append((t.src[i], 0))
+                continue
+            (graph.leafs if t.op == "NONE" else graph.nodes).append(t)
+    return graph
+
+
+def from_emel_graph(document: Any) -> tuple[Graph, dict]:
+    """The ggml graph of an `emel.graph/1` document, by the mapping the shared
+    baselines were measured with (see docs/ggml.md). Returns (graph, tensors by id)."""
+    g = load_graph(document)
+    doc = g.to_dict()
+    planned = _plan(g)  # validates, and gives sizes and view roots
+    sizes = dict(zip(planned.tensor_ids, planned.sizes.tolist()))
+    offsets = dict(zip(planned.tensor_ids, planned.offsets.tolist()))
+    entries = {t["id"]: t for t in doc["tensors"]}
+    produced = {o: n for n in doc["nodes"] for o in n["outputs"]}
+    read = {i for n in doc["nodes"] for i in n["inputs"]}
+    listed = set(doc.get("outputs", []))
+    order = doc.get("execution_order") or [n["id"] for n in doc["nodes"]]
+    nodes_by_id = {n["id"]: n for n in doc["nodes"]}
+
+    ts: dict[str, Tensor] = {}
+    for tid, e in entries.items():
+        ts[tid] = Tensor(name=tid, nbytes=sizes[tid])
+    for tid, e in entries.items():
+        t = ts[tid]
+        if "view_of" in e:
+            root = planned.tensors[tid].view_of
+            t.view_src, t.view_offs = ts[root], offsets[tid] - offsets[root]
+            t.op = "VIEW"
+            if tid not in produced:
+                t.src = [ts[e["view_of"]["base"]]]
+        elif e["role"] in ("parameter", "optimizer_state"):
+            t.flags |= HAS_DATA
+        elif tid not in produced:
+            t.flags |= INPUT
+    for tid, e in entries.items():
+        if e["role"] == "output" or tid in listed or (e["role"] == "gradient" and tid not in read):
+            ts[tid].flags |= OUTPUT
+            if ts[tid].view_src is not None:
+                ts[tid].view_src.flags |= OUTPUT
+
+    helpers = 0
+
+    def helper(srcs):
+        nonlocal helpers
+        helpers += 1
+        h = Tensor(name=f"#helper{helpers}", nbytes=0, op="HELPER")
+        h.src = list(srcs)
+        return h
+
+    sequence: list[Tensor] = []
+    for nid in order:
+        node = nodes_by_id[nid]
+        inputs = [ts[i] for i in node["inputs"]]
+        for out_id in node["outputs"]:
+            t = ts[out_id]
+            if not t.is_view:
+                t.op = "ADD" if entries[out_id].get("can_inplace") else "OP"
+            t.src = inputs[:MAX_SRC]
+            sequence.append(t)
+            rest = inputs[MAX_SRC:]
+            while rest:
+                sequence.append(helper(rest[:MAX_SRC]))
+                rest = rest[MAX_SRC:]
+            if out_id not in read and not (t.flags & OUTPUT):
+                sequence.append(helper([t]))
+        if not node["outputs"]:
+            rest = inputs
+            while rest:
+                sequence.append(helper(rest[:MAX_SRC]))
+                rest = rest[MAX_SRC:]
+    graph = build_forward(sequence)
+    build_forward([t for t in ts.values() if t.flags & OUTPUT], graph)
+    build_forward(list(ts.values()), graph)
+    return graph, ts
+
+
+class GraphAllocator:
+    """ggml_gallocr: reserve a worst-case graph into buffers that only grow."""
+
+    def __init__(self, buffer_types: Sequence[BufferType] | BufferType):
+        if isinstance(buffer_types, BufferType):
+            buffer_types = [buffer_types]
+        self.buffer_types = list(buffer_types)
+        self._allocator_of, distinct = [], []
+        for bt in self.buffer_types:
+            for k, other in enumerate(distinct):
+                if other is bt:
+                    self._allocator_of.append(k)
+                    break
+            else:
+                self._allocator_of.append(len(distinct))
+                distinct.append(bt)
+        self._distinct = distinct
+        self._buffers: list[list[int] | None] = [None] * len(distinct)  # chunk sizes
+        self.addresses: dict[str, tuple[int, int, int]] = {}
+        self.inplace_of: dict[str, str] = {}
+
+    def _plan(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None):
+        tensors, index = [], {}
+
+        def idx(t):
+            if id(t) not in index:
+                index[id(t)] = len(tensors)
+                tensors.append(t)
+            return index[id(t)]
+
+        for t in graph.leafs + graph.nodes:
+            idx(t)
+            for s in t.src:
+                if s is not None:
+                    idx(s)
+            if t.view_src is not None:
+                idx(t.view_src)
+        layouts: dict[Any, int] = {}
+        rows = []
+        for t in tensors:
+            key = t.layout if t.layout is not None else ("bytes", t.nbytes)
+            rows.append((t.name, t.nbytes, layouts.setdefault(key, len(layouts)),
+                         -1 if t.view_src is None else index[id(t.view_src)], t.view_offs, t.flags,
+                         t.op == "NONE", t.op in INPLACE_OPS,
+                         [-1 if s is None else index[id(s)] for s in t.src]))
+        addr, inplace, chunks = _core.ggml_plan(
+            rows, [index[id(t)] for t in graph.nodes], [index[id(t)] for t in graph.leafs],
+            list(node_buffer_ids or []), list(leaf_buffer_ids or []),
+            [(bt.alignment, bt.max_size) for bt in self._distinct], self._allocator_of)
+        self.addresses = {t.name: a for t, a in zip(tensors, addr) if a[0] >= 0}
+        self.inplace_of = {tensors[i].name: tensors[p].name for i, p in enumerate(inplace) if p >= 0}
+        return chunks
+
+    def reserve_n_size(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> list[int]:
+        """Bytes each buffer id would need for `graph` (0 for an id sharing an earlier buffer)."""
+        chunks = self._plan(graph, node_buffer_ids, leaf_buffer_ids)
+        return self._sizes([sum(c) for c in chunks])
+
+    def reserve_n(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> bool:
+        chunks = self._plan(graph, node_buffer_ids, leaf_buffer_ids)
+        for k, new in enumerate(chunks):
+            old = self._buffers[k]
+            grow = old is None or any(size > (old[c] if c < len(old) else 0)
+                                      for c, size in enumerate(new))
+            if grow:  # reallocate, one backend buffer per chunk of exactly its size
+                self._buffers[k] = list(new)
+        return True
+
+    def reserve(self, graph: Graph) -> bool:
+        return self.reserve_n(graph)
+
+    def _sizes(self, per_allocator: list[int]) -> list[int]:
+        seen, out = set(), []
+        for k in self._allocator_of:
+            out.append(0 if k in seen else per_allocator[k])
+            seen.add(k)
+        return out
+
+    def get_buffer_size(self, buffer_id: int) -> int:
+        k = self._allocator_of[buffer_id]
+        if k in self._allocator_of[:buffer_id] or self._buffers[k] is None:
+            return 0
+        return sum(self._buffers[k])
