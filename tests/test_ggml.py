@@ -156,3 +156,75 @@ def test_shared_graphs_match_ggml_byte_for_byte():
         ga = gg.GraphAllocator(gg.BufferType(32))
         ga.reserve(graph)
         assert ga.get_buffer_size(0) == int(expected), name
+
+
+def test_tensor_allocator_is_linear_and_refuses_overflow():
+    ta = gg.TensorAllocator(64, gg.BufferType(32))
+    a, b, c = gg.Tensor("a", 1), gg.Tensor("b", 31), gg.Tensor("c", 1)
+    assert ta.alloc(a) == 0 and ta.alloc(b) == 32 and ta.offset == 64
+    assert b.address == (0, 0, 32)
+    with pytest.raises(Exception) as info:   # 64 + 32 > 64: out of space, never a wrap
+        ta.alloc(c)
+    assert getattr(info.value, "code", None) == "ARENA_TOO_SMALL" and "'c'" in str(info.value)
+
+
+def test_alloc_ctx_tensors_splits_at_max_size():
+    bt = gg.BufferType(32, 64)
+    ts = [gg.Tensor("w0", 16), gg.Tensor("w1", 40), gg.Tensor("w2", 100), gg.Tensor("w3", 8)]
+    view = gg.Tensor("v", 8, op="VIEW", view_src=ts[1], view_offs=8)
+    # padded to 32, 64, 128, 32; a buffer closes when the next tensor would pass 64,
+    # and the 128-byte tensor gets a buffer of its own
+    assert gg.alloc_ctx_tensors_size(ts + [view], bt) == 256
+    assert gg.alloc_ctx_tensors(ts + [view], bt) == [32, 64, 128, 32]
+    assert [t.address for t in ts] == [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]
+    assert view.address == (1, 0, 8) and all(t.flags & gg.HAS_DATA for t in ts)
+
+
+def test_multiple_buffer_types():
+    """llama.cpp test-alloc 'multiple_buffer_types': ctx weights in two buffer
+    types, then a graph split across them."""
+    a_bt, b_bt = gg.BufferType(8, 32, "A"), gg.BufferType(8, gg.SIZE_MAX, "B")
+    a0, a1 = gg.Tensor("a0", 16), gg.Tensor("a1", 16)
+    b0, b1 = gg.Tensor("b0", 24), gg.Tensor("b1", 4)
+    assert gg.alloc_ctx_tensors([a0, a1], a_bt) == [32]
+    assert gg.alloc_ctx_tensors([b0, b1], b_bt) == [32]
+    x0 = inp("x0", 16)
+    x1 = op("x1", "MUL", 16, x0, a0)
+    x2 = op("x2", "PAD", 24, x1)
+    x3 = op("x3", "MUL", 24, x2, b0)
+    x4 = op("x4", "MEAN", 4, x3)
+    x5 = op("x5", "ADD", 4, x4, b1)
+    x6 = op("x6", "PAD", 16, x5)
+    x7 = op("x7", "ADD", 16, x6, a1)
+    x8 = op("x8", "SCALE", 16, x7)
+    x8.flags |= gg.OUTPUT
+    graph = gg.build_forward([x8])
+    buffer_of = {"x1": 0, "x2": 0, "x7": 0, "x8": 0, "x3": 1, "x4": 1, "x5": 1, "x6": 1}
+    leaf_ids = [1 if t.name.startswith("b") else 0 for t in graph.leafs]
+    ga = gg.GraphAllocator([a_bt, b_bt])
+    assert ga.reserve_n(graph, [buffer_of[t.name] for t in graph.nodes], leaf_ids)
+    assert (ga.get_buffer_size(0), ga.get_buffer_size(1)) == (16 + 24, 24)
+    assert ga.addresses["x7"][0] == 1 and ga.addresses["x8"][0] == 1  # in place of x6
+    assert ga.alloc_graph(graph) and x8.address == ga.addresses["x8"]
+
+
+def test_reallocation_with_one_buffer_is_automatic():
+    bt = gg.BufferType(4, 32)
+    x0, x1 = inp("x0", 24), inp("x1", 16)
+    x2 = view("x2", x0, 16)
+    x3 = op("x3", "ADD", 16, x2, x1)
+    x3.flags |= gg.OUTPUT
+    g1 = gg.build_forward([x3])
+    ga = gg.GraphAllocator(bt)
+    assert ga.alloc_graph(g1) and ga.get_buffer_size(0) == 40
+    assert not ga.needs_realloc(g1)
+    y0, y1 = inp("y0", 20), inp("y1", 20)
+    y2 = op("y2", "ADD", 20, y0, y1)
+    y2.flags |= gg.OUTPUT
+    g2 = gg.build_forward([y2])
+    assert ga.needs_realloc(g2)          # y0 is larger than what x0's place was planned for
+    assert ga.alloc_graph(g2) and ga.get_buffer_size(0) == 40
+    assert y2.address is not None and ga.inplace_of.get("y2") in ("y0", "y1")
+    two = gg.GraphAllocator([bt, gg.BufferType(4, 32)])
+    two.reserve_n(g1, [0] * len(g1.nodes), [0] * len(g1.leafs))
+    assert two.alloc_graph(g2) is False  # several buffers: the caller must reserve again

@@ -6,8 +6,8 @@ model, the converter from `emel.graph/1` (the mapping of the shared
 ggml-alloc baselines) and the GraphAllocator state (buffers that only grow,
 shared buffer types, reserve / get_buffer_size).
 
-Work in progress (issue #4): the tensor allocator, context-tensor allocation,
-alloc_graph/needs_realloc and the C API are not here yet.
+Not here yet (issue #4): the C API over these allocators, and the strategy
+hook that lets GraphAllocator place with `plan()`'s strategies.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Tensor:
     view_offs: int = 0
     flags: int = 0
     layout: Any = None                         # equal layouts may share in place (default: nbytes)
+    address: "tuple[int, int, int] | None" = None  # (buffer id, chunk, offset) once allocated
 
     @property
     def is_view(self) -> bool:
@@ -209,6 +210,13 @@ class GraphAllocator:
             [(bt.alignment, bt.max_size) for bt in self._distinct], self._allocator_of)
         self.addresses = {t.name: a for t, a in zip(tensors, addr) if a[0] >= 0}
         self.inplace_of = {tensors[i].name: tensors[p].name for i, p in enumerate(inplace) if p >= 0}
+        # What alloc_graph reuses and needs_realloc compares against, by position.
+        rec = lambda t: (tuple(addr[index[id(t)]]), t.nbytes)  # noqa: E731
+        self._recorded = {
+            "n_nodes": len(graph.nodes), "n_leafs": len(graph.leafs),
+            "nodes": [(rec(t), [None if s is None else rec(s) for s in t.src]) for t in graph.nodes],
+            "leafs": [rec(t) for t in graph.leafs],
+        }
         return chunks
 
     def reserve_n_size(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> list[int]:
@@ -229,6 +237,52 @@ class GraphAllocator:
     def reserve(self, graph: Graph) -> bool:
         return self.reserve_n(graph)
 
+    def needs_realloc(self, graph: Graph) -> bool:
+        """ggml_gallocr_needs_realloc: different node/leaf counts, or a node (or one
+        of its sources) without data that was not placed or has grown."""
+        rec = getattr(self, "_recorded", None)
+        if rec is None or rec["n_nodes"] != len(graph.nodes) or rec["n_leafs"] != len(graph.leafs):
+            return True
+
+        def stale(t, info):
+            if t.flags & HAS_DATA or t.view_src is not None:
+                return False
+            return info is None or info[0][0] < 0 or info[1] < t.nbytes
+
+        for t, (info, src_info) in zip(graph.nodes, rec["nodes"]):
+            if stale(t, info):
+                return True
+            for j, s in enumerate(t.src):
+                if s is not None and stale(s, src_info[j] if j < len(src_info) else None):
+                    return True
+        return False
+
+    def alloc_graph(self, graph: Graph) -> bool:
+        """ggml_gallocr_alloc_graph: re-reserve automatically with one buffer (False
+        with several when the graph no longer fits), then bind every tensor."""
+        if self.needs_realloc(graph):
+            if len(self.buffer_types) != 1:
+                return False
+            self.reserve(graph)
+        rec = self._recorded
+        for t, info in zip(graph.leafs, rec["leafs"]):
+            self._bind(t, info)
+        for t, (info, src_info) in zip(graph.nodes, rec["nodes"]):
+            for j, s in enumerate(t.src):
+                if s is not None:
+                    self._bind(s, src_info[j])
+            self._bind(t, info)
+        return True
+
+    @staticmethod
+    def _bind(t, info):
+        if t.view_src is not None:
+            root = t.view_src.address
+            if root is not None and t.address is None:
+                t.address = (root[0], root[1], root[2] + t.view_offs)
+        elif not t.flags & HAS_DATA and info is not None and info[0][0] >= 0:
+            t.address = tuple(info[0])
+
     def _sizes(self, per_allocator: list[int]) -> list[int]:
         seen, out = set(), []
         for k in self._allocator_of:
@@ -241,3 +295,48 @@ class GraphAllocator:
         if k in self._allocator_of[:buffer_id] or self._buffers[k] is None:
             return 0
         return sum(self._buffers[k])
+
+
+class TensorAllocator:
+    """ggml_tallocr: tensors one after another in one buffer, never freed."""
+
+    def __init__(self, buffer_size: int, buffer_type: BufferType | None = None):
+        self.buffer_type = buffer_type or BufferType()
+        self._core = _core.GgmlTensorAllocator(buffer_size, self.buffer_type.alignment)
+
+    def alloc(self, tensor: Tensor) -> int:
+        """Place `tensor` (PlanError ARENA_TOO_SMALL when it does not fit); its offset."""
+        offset = self._core.alloc(tensor.nbytes, tensor.name)
+        tensor.address = (0, 0, offset)
+        return offset
+
+    @property
+    def offset(self) -> int:
+        return self._core.offset
+
+
+def alloc_ctx_tensors_size(tensors: Sequence[Tensor], buffer_type: BufferType) -> int:
+    """Bytes ggml_backend_alloc_ctx_tensors_from_buft would allocate."""
+    return sum(_ctx_plan(tensors, buffer_type)[0])
+
+
+def alloc_ctx_tensors(tensors: Sequence[Tensor], buffer_type: BufferType) -> list[int]:
+    """Weights into buffers of at most buffer_type.max_size bytes, in creation
+    order (a tensor larger than that gets a buffer of its own). Sets each
+    tensor's address (buffer index, 0, offset) and HAS_DATA; returns the sizes."""
+    sizes, buffer_of, offsets = _ctx_plan(tensors, buffer_type)
+    for t, b, off in zip(tensors, buffer_of, offsets):
+        if b >= 0:
+            t.address = (b, 0, off)
+            t.flags |= HAS_DATA
+    for t in tensors:  # views of allocated tensors are initialised too
+        if t.view_src is not None and t.view_src.address is not None:
+            root = t.view_src.address
+            t.address = (root[0], root[1], root[2] + t.view_offs)
+    return sizes
+
+
+def _ctx_plan(tensors, buffer_type):
+    skip = [1 if (t.flags & HAS_DATA or t.view_src is not None) else 0 for t in tensors]
+    return _core.ggml_alloc_ctx_tensors([t.nbytes for t in tensors], skip,
+                                        buffer_type.alignment, buffer_type.max_size)

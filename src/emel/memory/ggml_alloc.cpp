@@ -235,4 +235,44 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
     return out;
 }
 
+TensorAllocator::TensorAllocator(uint64_t buffer_size, uint64_t alignment)
+    : size_(buffer_size), alignment_(alignment) {}
+
+uint64_t TensorAllocator::alloc(uint64_t size, const std::string& who) {
+    const uint64_t padded = size + (alignment_ - size % alignment_) % alignment_;
+    if (padded < size || offset_ > size_ || padded > size_ - offset_)
+        throw PlanError(ErrorCode::ArenaTooSmall,
+                        "not enough space in the buffer for '" + who + "': needs " +
+                            std::to_string(padded) + " bytes at offset " + std::to_string(offset_) +
+                            " of " + std::to_string(size_),
+                        who);
+    const uint64_t at = offset_;
+    offset_ += padded;
+    return at;
+}
+
+CtxPlacement alloc_ctx_tensors(const std::vector<uint64_t>& sizes, const std::vector<uint8_t>& skip,
+                               uint64_t alignment, uint64_t max_size) {
+    CtxPlacement out;
+    out.buffer_of.assign(sizes.size(), -1);
+    out.offset.assign(sizes.size(), 0);
+    uint64_t cur = 0;
+    auto close = [&]() { out.buffer_sizes.push_back(cur); };
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        if (skip[i]) continue;
+        const uint64_t size = sizes[i] + (alignment - sizes[i] % alignment) % alignment;
+        if (size < sizes[i])
+            throw PlanError(ErrorCode::AllocationOverflow, "tensor size overflows when aligned");
+        if (cur > 0 && (cur > max_size || size > max_size - cur)) {
+            close();
+            cur = 0;
+        }
+        out.buffer_of[i] = static_cast<int32_t>(out.buffer_sizes.size());
+        out.offset[i] = cur;
+        cur += size;
+    }
+    if (cur > 0) close();
+    return out;
+}
+
 }  // namespace emel::memory::ggml

@@ -74,4 +74,26 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
                       std::vector<DynAllocator>& allocators,
                       const std::vector<int32_t>& allocator_of);
 
+// ggml_tallocr: a linear allocator in one buffer (no free).
+class TensorAllocator {
+  public:
+    TensorAllocator(uint64_t buffer_size, uint64_t alignment);
+    uint64_t alloc(uint64_t size, const std::string& who);  // the tensor's offset
+    uint64_t offset() const { return offset_; }
+
+  private:
+    uint64_t size_, alignment_, offset_ = 0;
+};
+
+// ggml_backend_alloc_ctx_tensors_from_buft: tensors in creation order into
+// buffers of at most max_size bytes (a tensor larger than that gets its own).
+// `skip[i]`: the tensor already has data or is a view (takes no space).
+struct CtxPlacement {
+    std::vector<uint64_t> buffer_sizes;
+    std::vector<int32_t> buffer_of;   // per tensor, -1 when skipped
+    std::vector<uint64_t> offset;     // per tensor, within its buffer
+};
+CtxPlacement alloc_ctx_tensors(const std::vector<uint64_t>& sizes, const std::vector<uint8_t>& skip,
+                               uint64_t alignment, uint64_t max_size);
+
 }  // namespace emel::memory::ggml
