@@ -228,3 +228,23 @@ def test_reallocation_with_one_buffer_is_automatic():
     two = gg.GraphAllocator([bt, gg.BufferType(4, 32)])
     two.reserve_n(g1, [0] * len(g1.nodes), [0] * len(g1.leafs))
     assert two.alloc_graph(g2) is False  # several buffers: the caller must reserve again
+
+
+@pytest.mark.skipif(not BASELINE.exists() and not os.environ.get("CI"),
+                    reason="no ../shared beside the checkout")
+def test_strategy_hook_shrinks_ggml_buffers():
+    """The same GraphAllocator calls, placed by plan()'s strategies: never larger
+    than ggml, smaller where ggml leaves gaps, and still overlap-free."""
+    saving = {}
+    for name in ("mobilenet_v2-inference", "resnet18-inference", "gpt2-small-inference"):
+        graph, ts = gg.from_emel_graph(SHARED / "graphs" / f"{name}.json")
+        exact = gg.GraphAllocator(gg.BufferType(32))
+        exact.reserve(graph)
+        auto = gg.GraphAllocator(gg.BufferType(32), strategy="auto")
+        auto.reserve(graph)
+        assert auto.get_buffer_size(0) <= exact.get_buffer_size(0)
+        saving[name] = exact.get_buffer_size(0) - auto.get_buffer_size(0)
+        assert auto.alloc_graph(graph)
+        assert auto.inplace_of == exact.inplace_of   # the same in-place decisions
+    assert saving["mobilenet_v2-inference"] == 11239424 - 9633792
+    assert saving["resnet18-inference"] == 7024640 - 6422528

@@ -371,7 +371,7 @@ PYBIND11_MODULE(_core, m) {
             }
             std::vector<std::tuple<int32_t, int32_t, uint64_t>> addr;
             for (const auto& a : r.addr) addr.emplace_back(a.buffer_id, a.chunk, a.offset);
-            return py::make_tuple(addr, r.inplace_of, r.chunk_sizes);
+            return py::make_tuple(addr, r.inplace_of, r.chunk_sizes, r.alloc_step, r.free_step);
         },
         "ggml-alloc's planning pass (see emel.memory.ggml).");
 

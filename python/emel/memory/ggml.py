@@ -6,8 +6,11 @@ model, the converter from `emel.graph/1` (the mapping of the shared
 ggml-alloc baselines) and the GraphAllocator state (buffers that only grow,
 shared buffer types, reserve / get_buffer_size).
 
-Not here yet (issue #4): the C API over these allocators, and the strategy
-hook that lets GraphAllocator place with `plan()`'s strategies.
+GraphAllocator(..., strategy="ggml") is exact parity (the default); any
+strategy of `plan()` ("auto", "greedy_by_size", ...) keeps ggml's lifetimes
+and in-place decisions but places the tensors with that strategy instead, so
+a ggml-style runtime gets a smaller buffer without changing how it calls the
+allocator. Not here yet (issue #4): the C API over these allocators.
 """
 
 from __future__ import annotations
@@ -162,7 +165,12 @@ def from_emel_graph(document: Any) -> tuple[Graph, dict]:
 class GraphAllocator:
     """ggml_gallocr: reserve a worst-case graph into buffers that only grow."""
 
-    def __init__(self, buffer_types: Sequence[BufferType] | BufferType):
+    def __init__(self, buffer_types: Sequence[BufferType] | BufferType, strategy: str = "ggml",
+                 time_budget_ms: int = 200):
+        from .planning import STRATEGIES
+        if strategy != "ggml" and strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be 'ggml' or one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        self.strategy, self.time_budget_ms = strategy, time_budget_ms
         if isinstance(buffer_types, BufferType):
             buffer_types = [buffer_types]
         self.buffer_types = list(buffer_types)
@@ -204,10 +212,13 @@ class GraphAllocator:
                          -1 if t.view_src is None else index[id(t.view_src)], t.view_offs, t.flags,
                          t.op == "NONE", t.op in INPLACE_OPS,
                          [-1 if s is None else index[id(s)] for s in t.src]))
-        addr, inplace, chunks = _core.ggml_plan(
+        addr, inplace, chunks, alloc_step, free_step = _core.ggml_plan(
             rows, [index[id(t)] for t in graph.nodes], [index[id(t)] for t in graph.leafs],
             list(node_buffer_ids or []), list(leaf_buffer_ids or []),
             [(bt.alignment, bt.max_size) for bt in self._distinct], self._allocator_of)
+        if self.strategy != "ggml":
+            addr, chunks = self._replace(tensors, addr, inplace, chunks, alloc_step, free_step,
+                                         len(graph.nodes))
         self.addresses = {t.name: a for t, a in zip(tensors, addr) if a[0] >= 0}
         self.inplace_of = {tensors[i].name: tensors[p].name for i, p in enumerate(inplace) if p >= 0}
         # What alloc_graph reuses and needs_realloc compares against, by position.
@@ -218,6 +229,47 @@ class GraphAllocator:
             "leafs": [rec(t) for t in graph.leafs],
         }
         return chunks
+
+    def _replace(self, tensors, addr, inplace, chunks, alloc_step, free_step, n_nodes):
+        """Keep ggml's lifetimes and in-place groups; place them with self.strategy."""
+        import numpy as np
+
+        from .placement import place
+        group = list(range(len(tensors)))
+        for t in range(len(tensors)):  # in-place chains share their first member's place
+            r = t
+            while inplace[r] >= 0:
+                r = inplace[r]
+            group[t] = r
+        end = n_nodes + 2
+        handed_over = {p: alloc_step[t] for t, p in enumerate(inplace) if p >= 0}
+        spans: dict[int, list] = {}
+        for t, a in enumerate(addr):
+            if alloc_step[t] < 0 or (a[0] < 0 and t not in handed_over):
+                continue
+            if t in handed_over:      # its taker holds the place from then on
+                upper = handed_over[t] + 1
+            else:                     # never freed: graph outputs, unconsumed leafs
+                upper = end if free_step[t] < 0 else free_step[t] + 1
+            span = spans.setdefault(group[t], [alloc_step[t], upper, 0, addr[group[t]][0]])
+            span[0], span[1] = min(span[0], alloc_step[t]), max(span[1], upper)
+            span[2] = max(span[2], tensors[t].nbytes)
+        addr, chunks = list(addr), list(chunks)
+        for k, bt in enumerate(self._distinct):
+            members = sorted(r for r, sp in spans.items() if self._allocator_of[sp[3]] == k)
+            if not members:
+                continue
+            p = place(np.array([spans[r][0] for r in members]), np.array([spans[r][1] for r in members]),
+                      np.array([spans[r][2] for r in members]), strategy=self.strategy,
+                      alignment=bt.alignment, time_budget_ms=self.time_budget_ms)
+            if p.size > bt.max_size:  # one chunk would be too big: keep ggml's chunks
+                continue
+            where = dict(zip(members, p.offsets.tolist()))
+            for t, a in enumerate(addr):
+                if a[0] >= 0 and group[t] in where:
+                    addr[t] = (a[0], 0, where[group[t]])
+            chunks[k] = [p.size]
+        return addr, chunks
 
     def reserve_n_size(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> list[int]:
         """Bytes each buffer id would need for `graph` (0 for an id sharing an earlier buffer)."""

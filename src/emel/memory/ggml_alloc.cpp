@@ -136,6 +136,9 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
     std::vector<HashInfo> info(T);
     PlanResult out;
     out.inplace_of.assign(T, -1);
+    out.alloc_step.assign(T, -1);
+    out.free_step.assign(T, -1);
+    int32_t step = 0;
     for (auto& a : allocators) a.reset();
 
     auto is_view = [&](int32_t t) { return g.tensors[t].view_src >= 0; };
@@ -153,6 +156,7 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
         const Tensor& node = g.tensors[t];
         HashInfo& hn = info[t];
         hn.allocated = true;
+        out.alloc_step[t] = step;
         if (node.op_inplace) {
             for (int s = 0; s < kMaxSrc; ++s) {
                 const int32_t p = node.src[s];
@@ -184,6 +188,7 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
         HashInfo& hn = info[t];
         allocator(hn.addr.buffer_id).free(hn.addr, g.tensors[t].size, g.tensors[t].name);
         hn.allocated = false;
+        out.free_step[t] = step;
     };
     auto node_buffer = [&](size_t i) { return node_buffer_ids.empty() ? 0 : node_buffer_ids[i]; };
 
@@ -208,6 +213,7 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
         const int32_t n = g.nodes[i];
         const Tensor& node = g.tensors[n];
         const int32_t b = node_buffer(i);
+        step = static_cast<int32_t>(i) + 1;
         for (int s = 0; s < kMaxSrc; ++s)
             if (node.src[s] >= 0) allocate_node(node.src[s], b);
         allocate_node(n, b);

@@ -67,6 +67,10 @@ class DynAllocator {
 struct PlanResult {
     std::vector<Address> addr;
     std::vector<int32_t> inplace_of;
+    // When ggml places and frees each tensor: step 0 for leafs and inputs,
+    // step i + 1 for node i; -1 when it never happens (the planner strategies
+    // turn these into lifetimes).
+    std::vector<int32_t> alloc_step, free_step;
     std::vector<std::vector<uint64_t>> chunk_sizes;  // per allocator
 };
 PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_ids,
