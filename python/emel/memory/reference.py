@@ -1726,13 +1726,18 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
         has_slots = arena.method is None
         result["peak_logical_slots"][name] = len(arena.slots) if has_slots else None
         result["peak_physical_bytes"][name] = arena.size
-        result["lower_bound"][name] = lower_bound
+        # In-place pairs count twice, so the peak can pass the arena size; like
+        # every reported size it must still fit in 64 bits.
+        result["lower_bound"][name] = _u64(lower_bound, f"arena {name!r}: live bytes at the peak",
+                                           arena=name)
         result["max_live"][name] = max_live
         result["storage_tensors"][name] = len(arena.tensors)
         result["memory_reuse_ratio"][name] = _ratio(len(arena.slots), len(arena.tensors)) if has_slots else None
         result["internal_fragmentation_ratio"][name] = _ratio(used, reserved_total)
-    result["total_bytes"] = sum(result["peak_physical_bytes"].values())
-    result["total_lower_bound"] = sum(result["lower_bound"].values())
+    result["total_bytes"] = _u64(sum(result["peak_physical_bytes"].values()),
+                                 "total_bytes (the sum of the arena sizes)")
+    result["total_lower_bound"] = _u64(sum(result["lower_bound"].values()),
+                                       "total_lower_bound (the sum of the lower bounds)")
     return result
 
 

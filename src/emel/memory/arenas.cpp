@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "emel/memory/checked_math.hpp"
 #include "emel/memory/errors.hpp"
 #include "emel/memory/plan.hpp"
 
@@ -55,6 +56,15 @@ void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p) {
         uint64_t& a = p.effective_alignment[r];
         a = std::max<uint64_t>({a, g.alignment[t], p.arenas[p.arena_of[r]].alignment});
     }
+    // Every aligned size must fit in 64 bits: checked here, in document order,
+    // so the tensor named does not depend on the strategy's placement order.
+    for (uint32_t t = 0; t < T; ++t)
+        if (!g.is_view(t) && !checked_align_up(g.size[t], p.effective_alignment[t]))
+            throw PlanError(ErrorCode::AllocationOverflow,
+                            "tensor '" + g.tensor_id[t] + "' of " + std::to_string(g.size[t]) +
+                                " bytes cannot be rounded up to its alignment " +
+                                std::to_string(p.effective_alignment[t]) + " within 2^64-1",
+                            g.tensor_id[t]);
 }
 
 std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p) {

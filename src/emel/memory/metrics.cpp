@@ -67,12 +67,26 @@ void compute_metrics(const Graph& g, Plan& p) {
             best_bytes = std::max(best_bytes, live_bytes);
             best_count = std::max(best_count, live_count - pairs_here);
         }
+        // In-place pairs count twice, so the peak can pass the arena size; like
+        // every reported size it must still fit in 64 bits.
         if (best_bytes > UINT64_MAX)
             throw PlanError(ErrorCode::AllocationOverflow,
-                            "arena '" + a.name + "': live bytes exceed 2^64-1", {}, {}, a.name);
+                            "arena '" + a.name + "': live bytes at the peak exceed 2^64-1", {}, {},
+                            a.name);
         a.lower_bound = static_cast<uint64_t>(best_bytes);
         a.max_live = best_count;
     }
+    unsigned __int128 total = 0, total_bound = 0;
+    for (const ArenaPlan& a : p.arenas) {
+        total += a.size;
+        total_bound += a.lower_bound;
+    }
+    if (total > UINT64_MAX)
+        throw PlanError(ErrorCode::AllocationOverflow,
+                        "total_bytes (the sum of the arena sizes) exceeds 2^64-1");
+    if (total_bound > UINT64_MAX)
+        throw PlanError(ErrorCode::AllocationOverflow,
+                        "total_lower_bound (the sum of the lower bounds) exceeds 2^64-1");
 }
 
 }  // namespace emel::memory
