@@ -1,0 +1,374 @@
+"""The C API (include/emel/memory.h), as a C runtime sees it from the installed wheel.
+
+Compiles tests/c/test_c_api.c with the system C compiler against
+``emel.memory.native.include_dir()`` / ``library_path()``, runs it, and checks
+its output; checks that the header compiles as strict C99 and as C++; and,
+through ctypes, checks that random graphs planned through the C API give
+exactly what ``emel.memory.plan()`` gives (plans, error codes and blamed ids).
+Run from outside the source tree so the installed package is the one imported.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import emel.memory as mm
+import graphgen
+from emel.memory import native
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C_TEST = os.path.join(HERE, "c", "test_c_api.c")
+
+# The lines test_c_api.c prints (its header comment derives every number).
+EXPECTED_LINES = [
+    "tmmu arena activations size=2560 lower_bound=2500",
+    "tmmu arena parameters size=4096 lower_bound=4096",
+    "tmmu tensor x offset=1024 arena=0 birth=0 death=0",
+    "tmmu tensor w offset=0 arena=1 birth=0 death=2",
+    "tmmu tensor a offset=0 arena=0 birth=0 death=1",
+    "tmmu tensor h offset=0 arena=0 birth=1 death=2",
+    "tmmu tensor hv offset=512 arena=0 birth=1 death=2",
+    "tmmu tensor y offset=1024 arena=0 birth=2 death=2",
+    "greedy_by_size arena activations size=2560 lower_bound=2500",
+    "greedy_by_size arena parameters size=4096 lower_bound=4096",
+    "greedy_by_size tensor x offset=0 arena=0 birth=0 death=0",
+    "greedy_by_size tensor w offset=0 arena=1 birth=0 death=2",
+    "greedy_by_size tensor a offset=1536 arena=0 birth=0 death=1",
+    "greedy_by_size tensor h offset=1536 arena=0 birth=1 death=2",
+    "greedy_by_size tensor hv offset=2048 arena=0 birth=1 death=2",
+    "greedy_by_size tensor y offset=0 arena=0 birth=2 death=2",
+    "error INVALID_IR_SHAPES tensor=ghost node=bad "
+    "message=[INVALID_IR_SHAPES] node 'bad' reads unknown tensor 'ghost'",
+    "error INVALID_ARGUMENT message=[INVALID_ARGUMENT] emel_plan_num_arenas: plan is NULL",
+    "error ARENA_TOO_SMALL arena=activations",
+    "arrays arena activations size=2560 t5 offset=1024",
+    "place greedy_by_size offsets=224,0,224 size=352",
+    "ALL OK",
+]
+
+
+def _compiler(env_var, candidates):
+    if os.environ.get(env_var):
+        return os.environ[env_var].split()
+    for name in candidates:
+        path = shutil.which(name)
+        if path:
+            return [path]
+    pytest.skip(f"no compiler found (set {env_var} or install one of {', '.join(candidates)})")
+
+
+@pytest.fixture(scope="module")
+def native_paths():
+    try:
+        return native.include_dir(), native.library_path()
+    except FileNotFoundError as e:
+        if os.environ.get("CI"):
+            raise  # the installed wheel must carry the C API
+        pytest.skip(f"emel.memory imported from {os.path.dirname(native.__file__)} "
+                    f"has no C API files (not an installed build): {e}")
+
+
+def _run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_native_paths(native_paths):
+    include, library = native_paths
+    assert os.path.isfile(os.path.join(include, "emel", "memory.h"))
+    assert os.path.isfile(library)
+    assert os.path.basename(library).startswith(("libemel_memory_c", "emel_memory_c"))
+    assert native.library_dir() == os.path.dirname(library)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX compiler driver flags")
+def test_c_program(native_paths, tmp_path):
+    include, library = native_paths
+    cc = _compiler("CC", ("cc", "gcc", "clang"))
+    exe = str(tmp_path / "test_c_api")
+    lib_dir = os.path.dirname(library)
+    build = _run(cc + ["-std=c99", "-Wall", "-Wextra", "-I", include, C_TEST, "-o", exe,
+                       "-L", lib_dir, "-lemel_memory_c", f"-Wl,-rpath,{lib_dir}"])
+    assert build.returncode == 0, f"compiling {C_TEST} failed:\n{build.stdout}\n{build.stderr}"
+    run = _run([exe], cwd=str(tmp_path))
+    assert run.returncode == 0, f"test_c_api failed:\n{run.stdout}\n{run.stderr}"
+    lines = run.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("FAIL")], run.stdout
+    missing = [line for line in EXPECTED_LINES if line not in lines]
+    assert not missing, f"missing lines {missing}; output:\n{run.stdout}"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX compiler driver flags")
+def test_header_is_strict_c99(native_paths, tmp_path):
+    include, _ = native_paths
+    cc = _compiler("CC", ("cc", "gcc", "clang"))
+    src = tmp_path / "header.c"
+    src.write_text('#include "emel/memory.h"\n'
+                   "int main(void) { emel_plan_options o; (void)o; return EMEL_OK; }\n")
+    res = _run(cc + ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
+                     "-I", include, str(src)])
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX compiler driver flags")
+def test_header_compiles_as_cpp(native_paths, tmp_path):
+    include, _ = native_paths
+    cxx = _compiler("CXX", ("c++", "g++", "clang++"))
+    src = tmp_path / "header.cpp"
+    src.write_text('#include "emel/memory.h"\n'
+                   "static_assert(EMEL_OK == 0, \"status 0 is success\");\n"
+                   "int main() { emel_plan* p = nullptr; emel_plan_destroy(p); return 0; }\n")
+    res = _run(cxx + ["-std=c++11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
+                      "-I", include, str(src)])
+    assert res.returncode == 0, res.stderr
+
+
+
+# --------------------------------------------------------------------------
+# ctypes: the C API against emel.memory.plan() on random graphs
+# --------------------------------------------------------------------------
+STATUS = ("OK",) + mm.FAILURE_CODES + ("INVALID_ARGUMENT", "OUT_OF_MEMORY", "INTERNAL")
+STRATEGY_CODES = {s: i for i, s in enumerate(("tmmu", "greedy_by_size", "best_fit", "auto", "optimal"))}
+MODE_CODES = {m: i for i, m in enumerate(mm.MODES)}
+ROLE_CODES = {r: i for i, r in enumerate(graphgen.ROLES)}
+PHASE_CODES = {None: 0, "forward": 1, "backward": 2}
+NO_INDEX = ctypes.c_size_t(-1).value
+CASES = [("tmmu", "best"), ("greedy_by_size", "best"), ("greedy_by_size", "first"),
+         ("best_fit", "best"), ("auto", "best"), ("optimal", "best")]
+ROLE_ARENAS = [None, {"gradient": "activations"}, {"activation": "scratch", "output": "Ärena-ü/1"}]
+_U64 = 2**64
+
+
+class ArenaConfig(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("alignment_bytes", ctypes.c_uint64),
+                ("has_capacity", ctypes.c_int), ("capacity_bytes", ctypes.c_uint64),
+                ("has_page_size", ctypes.c_int), ("page_size", ctypes.c_uint64),
+                ("has_persistent", ctypes.c_int), ("persistent", ctypes.c_int)]
+
+
+class PlanOptions(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int), ("strategy", ctypes.c_int), ("fit", ctypes.c_int),
+                ("time_budget_ms", ctypes.c_uint64), ("default_alignment", ctypes.c_uint64),
+                ("arenas", ctypes.POINTER(ArenaConfig)), ("num_arenas", ctypes.c_size_t),
+                ("role_arenas", ctypes.c_char_p * 6)]
+
+
+class TensorPlacement(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint64), ("size", ctypes.c_uint64), ("arena", ctypes.c_size_t),
+                ("birth", ctypes.c_uint32), ("death", ctypes.c_uint32), ("is_view", ctypes.c_int),
+                ("view_of", ctypes.c_size_t), ("inplace_of", ctypes.c_size_t)]
+
+
+class CError(Exception):
+    def __init__(self, status, lib):
+        self.code = STATUS[status] if 0 <= status < len(STATUS) else f"status {status}"
+        self.message = lib.emel_last_error_message().decode()
+        text = lambda f: f().decode() or None  # noqa: E731
+        self.tensor = text(lib.emel_last_error_tensor)
+        self.node = text(lib.emel_last_error_node)
+        self.arena = text(lib.emel_last_error_arena)
+        super().__init__(self.message)
+
+
+@pytest.fixture(scope="module")
+def lib(native_paths):
+    _, library = native_paths
+    lib = ctypes.CDLL(library)
+    P, S, U64, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int
+    CP, CPP = ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)
+    sigs = {
+        "emel_graph_create": [CP, ctypes.POINTER(P)],
+        "emel_graph_destroy": [P],
+        "emel_graph_add_tensor": [P, CP, U64, I, U64, I, CP, U64],
+        "emel_graph_add_node": [P, CP, CPP, S, CPP, S],
+        "emel_graph_add_output": [P, CP],
+        "emel_graph_set_tensor_arena": [P, CP, CP],
+        "emel_graph_set_saved_for_backward": [P, CP, I],
+        "emel_graph_add_must_not_alias": [P, CP, CP],
+        "emel_graph_set_node_phase": [P, CP, I],
+        "emel_graph_set_execution_order": [P, CPP, S],
+        "emel_plan_options_default": [ctypes.POINTER(PlanOptions)],
+        "emel_plan_create": [P, ctypes.POINTER(PlanOptions), ctypes.POINTER(P)],
+        "emel_plan_destroy": [P],
+        "emel_plan_num_arenas": [P, ctypes.POINTER(S)],
+        "emel_plan_arena_name": [P, S, CPP],
+        "emel_plan_arena_size": [P, S, ctypes.POINTER(U64)],
+        "emel_plan_arena_lower_bound": [P, S, ctypes.POINTER(U64)],
+        "emel_plan_num_tensors": [P, ctypes.POINTER(S)],
+        "emel_plan_tensor_id": [P, S, CPP],
+        "emel_plan_tensor": [P, S, ctypes.POINTER(TensorPlacement)],
+    }
+    for name, args in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = None if name.endswith("_destroy") else ctypes.c_int
+    for name in ("emel_last_error_message", "emel_last_error_tensor", "emel_last_error_node",
+                 "emel_last_error_arena"):
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = ctypes.c_char_p
+    return lib
+
+
+class _Inexpressible(Exception):
+    """A document the C builder cannot state (shape / dtype defects, alignment 0)."""
+
+
+def _size_of(t):
+    """The nbytes the C builder gets, when phase A would accept the tensor's shape fields."""
+    if t.get("role") not in ROLE_CODES or not isinstance(t.get("dtype"), str) or not t["dtype"]:
+        raise _Inexpressible
+    shape = t.get("shape")
+    if not isinstance(shape, list) or any(type(d) is not int or not 0 <= d < _U64 for d in shape):
+        raise _Inexpressible
+    nbytes = t.get("nbytes")
+    if nbytes is not None and not (type(nbytes) is int and 0 <= nbytes < _U64):
+        raise _Inexpressible
+    elem = graphgen.DTYPE_SIZES.get(t["dtype"])
+    if elem is None:
+        if nbytes is None:
+            raise _Inexpressible
+        return nbytes
+    shape_bytes = elem
+    for d in shape:
+        shape_bytes *= d
+    if shape_bytes >= _U64 or (nbytes is not None and t.get("view_of") is None
+                               and nbytes != shape_bytes):
+        raise _Inexpressible
+    return shape_bytes if nbytes is None else nbytes
+
+
+def _ids(values):
+    arr = (ctypes.c_char_p * max(len(values), 1))(*[v.encode() for v in values])
+    return arr, len(values)
+
+
+def _c_plan(lib, doc, mode="inference", strategy="tmmu", fit="best", alignment=None,
+            arenas=None, role_arenas=None):
+    """Plan `doc` through the C API: a dict like the one _py_plan gives, or CError."""
+    sizes = [_size_of(t) for t in doc["tensors"]]
+    for t in doc["tensors"]:
+        if t.get("alignment") == 0 or (t.get("alignment") is not None and type(t["alignment"]) is not int):
+            raise _Inexpressible
+    g, p = ctypes.c_void_p(), ctypes.c_void_p()
+
+    def ok(status):
+        if status != 0:
+            raise CError(status, lib)
+
+    try:
+        ok(lib.emel_graph_create(doc.get("name", "").encode(), ctypes.byref(g)))
+        for t, size in zip(doc["tensors"], sizes):
+            view = t.get("view_of")
+            ok(lib.emel_graph_add_tensor(
+                g, t["id"].encode(), size, ROLE_CODES[t["role"]], t.get("alignment") or 0,
+                1 if t.get("can_inplace") else 0, view["base"].encode() if view else None,
+                (view.get("byte_offset") or 0) if view else 0))
+        for t in doc["tensors"]:
+            if t.get("arena") is not None:
+                ok(lib.emel_graph_set_tensor_arena(g, t["id"].encode(), t["arena"].encode()))
+            if t.get("saved_for_backward"):
+                ok(lib.emel_graph_set_saved_for_backward(g, t["id"].encode(), 1))
+            for other in t.get("must_not_alias") or []:
+                ok(lib.emel_graph_add_must_not_alias(g, t["id"].encode(), other.encode()))
+        for n in doc["nodes"]:
+            (ins, n_in), (outs, n_out) = _ids(n.get("inputs") or []), _ids(n.get("outputs") or [])
+            ok(lib.emel_graph_add_node(g, n["id"].encode(), ins, n_in, outs, n_out))
+            if n.get("phase") is not None:
+                ok(lib.emel_graph_set_node_phase(g, n["id"].encode(), PHASE_CODES[n["phase"]]))
+        if doc.get("execution_order") is not None:
+            order, count = _ids(doc["execution_order"])
+            ok(lib.emel_graph_set_execution_order(g, order, count))
+        for out in doc.get("outputs") or []:
+            ok(lib.emel_graph_add_output(g, out.encode()))
+
+        opt = PlanOptions()
+        ok(lib.emel_plan_options_default(ctypes.byref(opt)))
+        opt.mode, opt.strategy = MODE_CODES[mode], STRATEGY_CODES[strategy]
+        opt.fit, opt.time_budget_ms = (1 if fit == "first" else 0), 2
+        if alignment is not None:
+            opt.default_alignment = alignment
+        configs = sorted((arenas or {}).items())
+        table = (ArenaConfig * max(len(configs), 1))()
+        for entry, (name, cfg) in zip(table, configs):
+            entry.name = name.encode()
+            entry.alignment_bytes = cfg.get("alignment_bytes") or 0
+            for key in ("capacity_bytes", "page_size", "persistent"):
+                if cfg.get(key) is not None:
+                    setattr(entry, "has_" + key.replace("_bytes", ""), 1)
+                    setattr(entry, key, int(cfg[key]))
+        opt.arenas, opt.num_arenas = table, len(configs)
+        for role, name in (role_arenas or {}).items():
+            opt.role_arenas[ROLE_CODES[role]] = name.encode()
+        ok(lib.emel_plan_create(g, ctypes.byref(opt), ctypes.byref(p)))
+
+        n, name, u64 = ctypes.c_size_t(), ctypes.c_char_p(), ctypes.c_uint64()
+        ok(lib.emel_plan_num_arenas(p, ctypes.byref(n)))
+        arena_names, result = [], {"arenas": {}, "tensors": {}}
+        for k in range(n.value):
+            ok(lib.emel_plan_arena_name(p, k, ctypes.byref(name)))
+            ok(lib.emel_plan_arena_size(p, k, ctypes.byref(u64)))
+            size = u64.value
+            ok(lib.emel_plan_arena_lower_bound(p, k, ctypes.byref(u64)))
+            arena_names.append(name.value.decode())
+            result["arenas"][arena_names[-1]] = (size, u64.value)
+        ok(lib.emel_plan_num_tensors(p, ctypes.byref(n)))
+        ids = []
+        for i in range(n.value):
+            ok(lib.emel_plan_tensor_id(p, i, ctypes.byref(name)))
+            ids.append(name.value.decode())
+        tp = TensorPlacement()
+        for i, tid in enumerate(ids):
+            ok(lib.emel_plan_tensor(p, i, ctypes.byref(tp)))
+            view = tp.is_view != 0
+            result["tensors"][tid] = (
+                arena_names[tp.arena], tp.offset, tp.size,
+                None if view else tp.birth, None if view else tp.death,
+                ids[tp.view_of] if tp.view_of != NO_INDEX else None,
+                ids[tp.inplace_of] if tp.inplace_of != NO_INDEX else None)
+        return result
+    finally:
+        lib.emel_plan_destroy(p)
+        lib.emel_graph_destroy(g)
+
+
+def _py_plan(doc, **kw):
+    plan = mm.plan(doc, **dict(kw, time_budget_ms=2))
+    return {"arenas": {n: (a.size, a.lower_bound) for n, a in plan.arenas.items()},
+            "tensors": {tid: (t.arena, t.offset, t.size, t.birth, t.death, t.view_of, t.inplace_of)
+                        for tid, t in plan.tensors.items()}}
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except (mm.PlanError, CError) as e:
+        return ("error", e.code, e.tensor, e.node, e.arena)
+
+
+@given(graphgen.graphs(max_nodes=80), graphgen.plan_kwargs(), st.sampled_from(CASES),
+       st.sampled_from(ROLE_ARENAS))
+def test_c_api_plans_like_python(lib, doc, kw, case, role_arenas):
+    strategy, fit = case
+    kw = dict(kw, strategy=strategy, fit=fit, role_arenas=role_arenas)
+    try:
+        c = _outcome(lambda: _c_plan(lib, doc, **kw))
+    except _Inexpressible:
+        assume(False)
+    assert c == _outcome(lambda: _py_plan(doc, **kw))
+
+
+@given(graphgen.corrupted_graphs(), graphgen.plan_kwargs(), st.sampled_from(CASES[:2]))
+def test_c_api_errors_like_python(lib, case, kw, strategy_fit):
+    kind, doc, _ = case
+    kw = dict(kw, strategy=strategy_fit[0], fit=strategy_fit[1])
+    try:
+        c = _outcome(lambda: _c_plan(lib, doc, **kw))
+    except _Inexpressible:
+        assume(False)
+    py = _outcome(lambda: _py_plan(doc, **kw))
+    assert c == py, f"defect {kind!r}: C API {c}, Python {py}"
