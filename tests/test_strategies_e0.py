@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import emel.memory as mm
@@ -366,6 +366,9 @@ def test_offset_capacity_limits_agree(g, kw, case, data):
         assert base["arenas"][c.arena]["size"] > arenas[c.arena]["capacity_bytes"]
 
 
+# Validation is shared with tmmu (tests/test_properties.py covers it at full
+# strength): at most 200 examples here, to keep this file near 60 s under CI.
+@settings(max_examples=min(settings().max_examples, 200))
 @given(graphgen.corrupted_graphs(), graphgen.plan_kwargs(), st.sampled_from(CASES))
 def test_offset_strategies_blame_corrupted_graphs_alike(case, kw, strategy_fit):
     kind, g, expected = case

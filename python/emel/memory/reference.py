@@ -1390,8 +1390,8 @@ def assign_offsets(a, arenas, arena_of, align, aligned_size, strategy, fit, inpl
 # §5: layout
 # ---------------------------------------------------------------------------
 def layout(a, arenas, offset_of=None, reserved=None):
-    """§5 (MapToVirtualAddresses_v1): slot offsets and arena sizes, then the
-    capacity check. Arenas in name order.
+    """§5 (MapToVirtualAddresses_v1): slot offsets and arena sizes of every
+    arena, then the capacity checks (the core's order). Arenas in name order.
 
     CHOICE: an overflow here is ALLOCATION_OVERFLOW naming the arena and the
     first holder of the slot being placed (the arena only for the arena size).
@@ -1402,9 +1402,10 @@ def layout(a, arenas, offset_of=None, reserved=None):
     offset arena over its capacity names the storage tensor with the lowest
     offset (ties: id order) among those whose offset + buffer size exceeds
     the capacity. Fills ``offset_of`` / ``reserved`` of the slot arenas' tensors."""
-    if offset_of is None:                       # tmmu: arena by arena
+    if offset_of is None:                       # tmmu: lay out every arena, then check capacities
         for name, arena in arenas.items():
             _layout_slots(a, name, arena)
+        for name, arena in arenas.items():
             _check_capacity(a, name, arena)
         return
     for name, arena in arenas.items():
