@@ -400,55 +400,28 @@ PYBIND11_MODULE(_core, m) {
            const std::string& strategy, uint64_t alignment, const std::string& fit,
            uint64_t time_budget_ms, uint64_t capacity) {
             const size_t n = static_cast<size_t>(size.size());
-            Buffers b;
-            b.lower = from_numpy(lower, n, "lower");
-            b.upper = from_numpy(upper, n, "upper");
-            b.size = from_numpy(size, n, "size");
+            auto lo = from_numpy(lower, n, "lower");
+            auto hi = from_numpy(upper, n, "upper");
+            auto sz = from_numpy(size, n, "size");
             const Strategy s = parse_strategy(strategy);
             const Fit f = parse_fit(fit);
             const uint64_t budget = time_budget_ms > UINT64_MAX / kWorkUnitsPerMs
                                         ? UINT64_MAX
                                         : time_budget_ms * kWorkUnitsPerMs;
-            Placement placed;
+            RowPlacement r;
             {
                 py::gil_scoped_release release;
-                if (!is_power_of_two(alignment))
-                    throw PlanError(ErrorCode::AlignmentViolation,
-                                    "alignment must be a power of two, got " + std::to_string(alignment));
-                b.alignment.assign(n, alignment);
-                b.rank.resize(n);
-                for (size_t x = 0; x < n; ++x) {
-                    b.rank[x] = static_cast<uint32_t>(x);
-                    if (b.lower[x] > b.upper[x])
-                        throw PlanError(ErrorCode::InvalidIrShapes,
-                                        "row " + std::to_string(x) + ": lower " +
-                                            std::to_string(b.lower[x]) + " > upper " +
-                                            std::to_string(b.upper[x]),
-                                        std::to_string(x));
-                    auto rounded = checked_align_up(b.size[x], alignment);
-                    if (!rounded)
-                        throw PlanError(ErrorCode::AllocationOverflow,
-                                        "row " + std::to_string(x) + ": size overflows when aligned",
-                                        std::to_string(x));
-                    b.size[x] = *rounded;
-                }
-                switch (s) {
-                    case Strategy::Tmmu: placed = place_slots(b); break;
-                    case Strategy::GreedyBySize: placed = place_greedy(b, order_by_size(b), f); break;
-                    case Strategy::BestFit: placed = place_best_fit(b); break;
-                    case Strategy::Auto: placed = place_auto(b, budget, capacity); break;
-                    case Strategy::Optimal: placed = place_optimal(b, budget, capacity); break;
-                }
+                r = place_rows(std::move(lo), std::move(hi), std::move(sz), alignment, s, f, budget,
+                               capacity);
             }
-            auto end = checked_align_up(placed.end, alignment);
-            if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
+            const Placement& placed = r.placed;
             py::dict info;
             info["method"] = placed.method;
             info["work"] = placed.work;
             info["optimal"] = placed.optimal;
-            info["lower_bound"] = buffers_lower_bound(b);
+            info["lower_bound"] = r.lower_bound;
             info["proven_bound"] = placed.lower_bound;
-            return py::make_tuple(to_numpy(placed.offset), *end, info);
+            return py::make_tuple(to_numpy(placed.offset), r.arena_size, info);
         },
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),
         py::arg("alignment"), py::arg("fit"), py::arg("time_budget_ms"), py::arg("capacity"),

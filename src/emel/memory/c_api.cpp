@@ -770,7 +770,7 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
                                    uint64_t* arena_size_out) {
     static const char* fn = "emel_place";
     return guarded([&] {
-        // The checks of emel.memory.place(), then the core call of module.cpp.
+        // The argument checks of emel.memory.place(), then the core's place_rows().
         check_strategy_fit(static_cast<int>(strategy), static_cast<int>(fit), fn);
         if (n > 0) {
             need(lower, fn, "lower");
@@ -779,46 +779,17 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
             need(offsets_out, fn, "offsets_out");
         }
         if (n >= kNone) bad_arg(fn, "too many buffers (" + std::to_string(n) + ")");
-        if (!is_power_of_two(alignment))
-            throw PlanError(ErrorCode::AlignmentViolation,
-                            "alignment must be a power of two, got " + std::to_string(alignment));
         const Fit f = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
-        const uint64_t budget = budget_units(time_budget_ms);
-        Buffers b;
-        b.lower.assign(lower, lower + n);
-        b.upper.assign(upper, upper + n);
-        b.size.assign(size, size + n);
-        b.alignment.assign(n, alignment);
-        b.rank.resize(n);
-        for (size_t x = 0; x < n; ++x) {
-            b.rank[x] = static_cast<uint32_t>(x);
-            if (b.lower[x] > b.upper[x])
-                throw PlanError(ErrorCode::InvalidIrShapes,
-                                "row " + std::to_string(x) + ": lower " +
-                                    std::to_string(b.lower[x]) + " > upper " +
-                                    std::to_string(b.upper[x]),
-                                std::to_string(x));
-            auto rounded = checked_align_up(b.size[x], alignment);
-            if (!rounded)
-                throw PlanError(ErrorCode::AllocationOverflow,
-                                "row " + std::to_string(x) + ": size overflows when aligned",
-                                std::to_string(x));
-            b.size[x] = *rounded;
-        }
-        Placement placed;
-        switch (static_cast<Strategy>(strategy)) {
-            case Strategy::Tmmu: placed = place_slots(b); break;
-            case Strategy::GreedyBySize: placed = place_greedy(b, order_by_size(b), f); break;
-            case Strategy::BestFit: placed = place_best_fit(b); break;
-            case Strategy::Auto: placed = place_auto(b, budget, capacity); break;
-            case Strategy::Optimal: placed = place_optimal(b, budget, capacity); break;
-        }
-        auto end = checked_align_up(placed.end, alignment);
-        if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
+        const RowPlacement r = place_rows(std::vector<uint64_t>(lower, lower + n),
+                                          std::vector<uint64_t>(upper, upper + n),
+                                          std::vector<uint64_t>(size, size + n), alignment,
+                                          static_cast<Strategy>(strategy), f,
+                                          budget_units(time_budget_ms), capacity);
+        const Placement& placed = r.placed;
         if (placed.offset.size() != n)
             throw ApiError{EMEL_INTERNAL, "placement returned a wrong number of offsets", {}, {}, {}};
         std::copy(placed.offset.begin(), placed.offset.end(), offsets_out);
-        if (arena_size_out) *arena_size_out = *end;
+        if (arena_size_out) *arena_size_out = r.arena_size;
     });
 }
 

@@ -7,6 +7,53 @@
 
 namespace emel::memory {
 
+Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, uint64_t target) {
+    switch (s) {
+        case Strategy::Tmmu: return place_slots(b);
+        case Strategy::GreedyBySize: return place_greedy(b, order_by_size(b), fit);
+        case Strategy::BestFit: return place_best_fit(b);
+        case Strategy::Auto: return place_auto(b, work_budget, target);
+        case Strategy::Optimal: return place_optimal(b, work_budget, target);
+    }
+    return place_slots(b);
+}
+
+RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper,
+                        std::vector<uint64_t> size, uint64_t alignment, Strategy s, Fit fit,
+                        uint64_t work_budget, uint64_t target) {
+    if (!is_power_of_two(alignment))
+        throw PlanError(ErrorCode::AlignmentViolation,
+                        "alignment must be a power of two, got " + std::to_string(alignment));
+    const size_t n = size.size();
+    Buffers b;
+    b.alignment.assign(n, alignment);
+    b.rank.resize(n);
+    for (size_t x = 0; x < n; ++x) {
+        b.rank[x] = static_cast<uint32_t>(x);
+        if (lower[x] > upper[x])
+            throw PlanError(ErrorCode::InvalidIrShapes,
+                            "row " + std::to_string(x) + ": lower " + std::to_string(lower[x]) +
+                                " > upper " + std::to_string(upper[x]),
+                            std::to_string(x));
+        auto rounded = checked_align_up(size[x], alignment);
+        if (!rounded)
+            throw PlanError(ErrorCode::AllocationOverflow,
+                            "row " + std::to_string(x) + ": size overflows when aligned",
+                            std::to_string(x));
+        size[x] = *rounded;
+    }
+    b.lower = std::move(lower);
+    b.upper = std::move(upper);
+    b.size = std::move(size);
+    RowPlacement out;
+    out.placed = place_by(b, s, fit, work_budget, target);
+    auto end = checked_align_up(out.placed.end, alignment);
+    if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
+    out.arena_size = *end;
+    out.lower_bound = buffers_lower_bound(b);
+    return out;
+}
+
 void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p) {
     const uint32_t T = g.num_tensors;
     std::vector<std::vector<uint32_t>> members(p.arenas.size());
@@ -19,14 +66,7 @@ void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p) {
         arena.has_slots = false;
         const ArenaBuffers ab = build_buffers(g, p, members[ai], partners);
         const Buffers& b = ab.buffers;
-        Placement placed;
-        switch (opt.strategy) {
-            case Strategy::GreedyBySize: placed = place_greedy(b, order_by_size(b), opt.fit); break;
-            case Strategy::BestFit: placed = place_best_fit(b); break;
-            case Strategy::Auto: placed = place_auto(b, opt.work_budget); break;
-            case Strategy::Optimal: placed = place_optimal(b, opt.work_budget); break;
-            case Strategy::Tmmu: placed = place_slots(b); break;  // not reached: tmmu uses slots
-        }
+        const Placement placed = place_by(b, opt.strategy, opt.fit, opt.work_budget, 0);
         auto size = checked_align_up(placed.end, arena.alignment);
         if (!size)
             throw PlanError(ErrorCode::AllocationOverflow,

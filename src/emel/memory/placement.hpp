@@ -36,6 +36,9 @@ struct Placement {
 
 enum class Fit : uint8_t { Best, First };
 
+// docs/strategies.md
+enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
+
 // Orders of docs/strategies.md.
 std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
@@ -58,6 +61,22 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target 
 // kGreedyUnitsPerStep per buffer placed or conflict examined.
 constexpr uint64_t kWorkUnitsPerMs = 400000;
 constexpr uint64_t kGreedyUnitsPerStep = 13;
+
+// One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
+// capacity to try (0: none).
+Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, uint64_t target);
+
+// The place() API (docs/strategies.md §6): rows checked (lower <= upper),
+// sizes rounded up to `alignment`, placed by `s`; the arena size is the end
+// rounded up to `alignment`. Throws PlanError naming the row.
+struct RowPlacement {
+    Placement placed;
+    uint64_t arena_size = 0;
+    uint64_t lower_bound = 0;
+};
+RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper,
+                        std::vector<uint64_t> size, uint64_t alignment, Strategy s, Fit fit,
+                        uint64_t work_budget, uint64_t target);
 
 // Smallest peak of live bytes (sizes as given) over all instants: no placement
 // can end below it.

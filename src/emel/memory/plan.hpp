@@ -16,8 +16,6 @@ namespace emel::memory {
 enum class Mode : uint8_t { Inference, Forward, Backward };
 const char* mode_name(Mode m);
 
-// docs/strategies.md
-enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 const char* strategy_name(Strategy s);
 
 struct ArenaConfig {
