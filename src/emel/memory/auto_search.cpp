@@ -77,7 +77,9 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
 
     // Small instances: an exact search with the remaining budget.
     if (best.end > bound && b.count() <= 2000 && work < work_budget) {
-        Placement p = place_optimal(b, (work_budget - work) / 2, target);
+        // Half of what is left, three quarters when the caller posed a capacity.
+        const uint64_t left = work_budget - work;
+        Placement p = place_optimal(b, target ? left / 4 * 3 : left / 2, target);
         work += p.work;
         if (p.end < best.end) {
             best_order = order_by_offset(b, p);
