@@ -676,28 +676,40 @@ def _ranges_intersect(a, a_size, b, b_size):
 # ---------------------------------------------------------------------------
 # §1 phase E: execution order
 # ---------------------------------------------------------------------------
+def _views_base_first(g):
+    """The views, each after its base when that base is a view too, so a value
+    defined along view chains fills in with one loop (no recursion). Needs
+    acyclic chains (phase D)."""
+    done = [not v for v in g.is_view]
+    order = []
+    for v in range(g.n_tensors):
+        if done[v]:
+            continue
+        path, t = [], v
+        while not done[t]:
+            path.append(t)
+            t = g.base[t]
+        for x in reversed(path):
+            done[x] = True
+            order.append(x)
+    return order
+
+
 def check_order(g):
     """§1 phase E. Returns ``prod``: the step of each tensor's producer, or None.
 
     ``anc(v)`` (the largest prod among a view's strict ancestors) is computed
-    once per view, iteratively."""
+    once per view, bases first."""
     step_of = [None] * len(g.node_ids)
     for s, k in enumerate(g.order):
         step_of[k] = s
     prod = [None if g.producer[t] is None else step_of[g.producer[t]] for t in range(g.n_tensors)]
 
-    # anc(v) = max(prod(base), anc(base)); "unset" is a sentinel, None = no produced ancestor.
-    unset = object()
-    anc = [None if not g.is_view[t] else unset for t in range(g.n_tensors)]
-    for v in range(g.n_tensors):
-        if anc[v] is unset:
-            path, t = [], v
-            while anc[t] is unset:
-                path.append(t)
-                t = g.base[t]
-            for x in reversed(path):
-                b = g.base[x]
-                anc[x] = _max_or_none(prod[b], anc[b])
+    # anc(v) = max(prod(base), anc(base)); None = no produced ancestor.
+    anc = [None] * g.n_tensors
+    for x in _views_base_first(g):
+        b = g.base[x]
+        anc[x] = _max_or_none(prod[b], anc[b])
 
     for s, k in enumerate(g.order):
         for t in g.inputs[k]:
@@ -758,17 +770,10 @@ def _dataflow_has_cycle(g):
     output of its producer, whose own constraint covers the ancestors above it.
     A self-edge (a node reading what it produces) is a cycle."""
     n_nodes = len(g.node_ids)
-    unset = object()
-    near = [None if not g.is_view[t] else unset for t in range(g.n_tensors)]
-    for v in range(g.n_tensors):
-        if near[v] is unset:
-            path, t = [], v
-            while near[t] is unset:
-                path.append(t)
-                t = g.base[t]
-            for x in reversed(path):
-                b = g.base[x]
-                near[x] = b if g.producer[b] is not None else near[b]
+    near = [None] * g.n_tensors
+    for x in _views_base_first(g):
+        b = g.base[x]
+        near[x] = b if g.producer[b] is not None else near[b]
 
     successors = [[] for _ in range(n_nodes)]
     indegree = [0] * n_nodes
