@@ -1087,8 +1087,11 @@ def _sweep(a, arena, arena_of, partners, slot_of, inplace_of, align, aligned_siz
         heappush(active, (a.death[t], k, t))
 
 
-def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, node_aliases):
-    """§4 step 2: the eligible victim of taker candidate t, or None."""
+def _inplace_victim(a, t, arena, arena_of, node_aliases, still_free):
+    """§4 step 2, shared by the slots and the in-place groups: the largest
+    eligible victim of taker candidate t (ties: id order), or None.
+    ``still_free(i)`` is the strategy's own condition (i still holds its slot /
+    ends its group, and no must_not_alias partner is in the way)."""
     g = a.graph
     # t is a taker candidate: can_inplace, produced by a node, role not persistent.
     if not g.can_inplace[t] or g.producer[t] is None or g.role[t] in PERSISTENT_ROLES:
@@ -1104,10 +1107,6 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
             continue
         if a.death[i] != s:
             continue
-        # i still holds its slot. CHOICE: a tensor not placed yet (an unproduced
-        # input born at step 0 that sorts after t) holds no slot: not eligible.
-        if slot_of[i] is None or holder[slot_of[i]] != i:
-            continue
         if g.role[i] in NEVER_VICTIM_ROLES or a.is_output[i]:
             continue
         if a.mode != "inference" and a.is_saved[i]:
@@ -1116,13 +1115,23 @@ def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, no
             continue
         if a.sizes[i] < a.sizes[t]:
             continue
-        if i in partners.get(t, ()) or slot_of[i] in forbidden:   # must_not_alias
+        if not still_free(i):
             continue
         # the largest victim; between equal sizes, the first in id order
         if best is None or a.sizes[i] > a.sizes[best] or \
                 (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
             best = i
     return best
+
+
+def _best_victim(a, t, arena, arena_of, partners, forbidden, slot_of, holder, node_aliases):
+    """§4 step 2 for slots: the victim must still hold its slot (CHOICE: a
+    tensor not placed yet — an unproduced input born at step 0 that sorts after
+    t — holds none), and neither it nor its slot may be barred by must_not_alias."""
+    def still_free(i):
+        return (slot_of[i] is not None and holder[slot_of[i]] == i
+                and i not in partners.get(t, ()) and slot_of[i] not in forbidden)
+    return _inplace_victim(a, t, arena, arena_of, node_aliases, still_free)
 
 
 # ---------------------------------------------------------------------------
@@ -1201,38 +1210,15 @@ def _group_victim(a, t, arena, arena_of, partners, b, node_aliases):
     or None. The victim rules of algorithm.md §4, with "still holds its slot"
     read as "is its group's last member" and "paired with an earlier holder"
     as "paired with any member of its group"."""
-    g = a.graph
-    if not g.can_inplace[t] or g.producer[t] is None or g.role[t] in PERSISTENT_ROLES:
-        return None
-    s = a.prod[t]
-    node = g.producer[t]
-    if node not in node_aliases:
-        node_aliases[node] = {a.root[x] for x in g.inputs[node] + g.outputs[node] if g.is_view[x]}
-    aliased = node_aliases[node]
     mine = partners.get(t, ())
-    best = None
-    for i in dict.fromkeys(g.inputs[node]):            # each input once, in order
-        if g.is_view[i] or i == t or arena_of[i] != arena.name:
-            continue
-        if a.death[i] != s:
-            continue
-        k = b.group_of.get(i)                           # None: i comes after t in the sweep
-        if k is None or b.members[k][-1] != i:          # i must be its group's last member
-            continue
-        if g.role[i] in NEVER_VICTIM_ROLES or a.is_output[i]:
-            continue
-        if a.mode != "inference" and a.is_saved[i]:
-            continue
-        if i in aliased:                                # another live alias
-            continue
-        if a.sizes[i] < a.sizes[t]:
-            continue
-        if mine and any(m in mine for m in b.members[k]):   # must_not_alias with a member
-            continue
-        if best is None or a.sizes[i] > a.sizes[best] or \
-                (a.sizes[i] == a.sizes[best] and g.ids[i] < g.ids[best]):
-            best = i
-    return best
+
+    def still_free(i):
+        k = b.group_of.get(i)                    # None: i comes after t in the sweep
+        if k is None or b.members[k][-1] != i:   # i must be its group's last member
+            return False
+        return not (mine and any(m in mine for m in b.members[k]))
+
+    return _inplace_victim(a, t, arena, arena_of, node_aliases, still_free)
 
 
 def _placement_overflow(value):
