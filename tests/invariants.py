@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-__all__ = ["check_plan", "analyze_graph", "DTYPE_SIZES"]
+__all__ = ["check_plan", "analyze_graph", "plan_diff", "DTYPE_SIZES"]
 
 DTYPE_SIZES = {
     "float64": 8, "int64": 8,
@@ -475,3 +475,29 @@ def _legal_inplace(P, taker, victim, s):
     e = P[taker]
     return (e.get("inplace_of") == victim and e["birth"] == s and P[victim]["death"] == s
             and e["offset"] == P[victim]["offset"])
+
+
+def plan_diff(a, b, path="", out=None, limit=25):
+    """Paths where two JSON values differ, core = a and reference = b (at most
+    ``limit``): the failure message of the E0 tests."""
+    if out is None:
+        out = []
+    if len(out) >= limit:
+        return out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            p = f"{path}.{k}" if path else str(k)
+            if k not in a:
+                out.append(f"{p}: only in reference = {b[k]!r}")
+            elif k not in b:
+                out.append(f"{p}: only in core = {a[k]!r}")
+            else:
+                plan_diff(a[k], b[k], p, out, limit)
+            if len(out) >= limit:
+                break
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            plan_diff(x, y, f"{path}[{i}]", out, limit)
+    elif a != b or type(a) is not type(b):
+        out.append(f"{path}: core={a!r} reference={b!r}")
+    return out

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import emel.memory as mm
 import graphgen
-from invariants import check_plan
+from invariants import check_plan, plan_diff as diff
 
 try:
     from emel.memory import reference as ref
@@ -42,31 +42,6 @@ needs_ref = pytest.mark.skipif(ref is None, reason="emel.memory.reference not wr
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def diff(a, b, path="", out=None, limit=25):
-    """Paths where two JSON values differ (at most ``limit``)."""
-    if out is None:
-        out = []
-    if len(out) >= limit:
-        return out
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            p = f"{path}.{k}" if path else str(k)
-            if k not in a:
-                out.append(f"{p}: only in reference = {b[k]!r}")
-            elif k not in b:
-                out.append(f"{p}: only in core = {a[k]!r}")
-            else:
-                diff(a[k], b[k], p, out, limit)
-            if len(out) >= limit:
-                break
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            diff(x, y, f"{path}[{i}]", out, limit)
-    elif a != b or type(a) is not type(b):
-        out.append(f"{path}: core={a!r} reference={b!r}")
-    return out
-
-
 def text_diff(a, b):
     """The first differing position of two texts, with context."""
     i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 import emel.memory as mm
 import graphgen
 from emel.memory import reference as ref
-from invariants import analyze_graph
+from invariants import analyze_graph, plan_diff as diff
 
 PlanError = mm.PlanError
 
@@ -272,25 +272,6 @@ def _check_no_live_overlap(f, P, name, ts):
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def diff(a, b, path="", out=None, limit=25):
-    """Paths where two JSON values differ (core = a, reference = b)."""
-    out = [] if out is None else out
-    if len(out) >= limit:
-        return out
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            p = f"{path}.{k}" if path else str(k)
-            if k not in a:
-                out.append(f"{p}: only in reference = {b[k]!r}")
-            elif k not in b:
-                out.append(f"{p}: only in core = {a[k]!r}")
-            else:
-                diff(a[k], b[k], p, out, limit)
-    elif a != b or type(a) is not type(b):
-        out.append(f"{path}: core={a!r} reference={b!r}")
-    return out
-
-
 def outcome(fn):
     try:
         return "ok", fn()
