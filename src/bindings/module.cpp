@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "bindings.hpp"
 #include "emel/memory/checked_math.hpp"
 #include "emel/memory/errors.hpp"
 #include "emel/memory/ggml_alloc.hpp"
@@ -426,4 +427,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),
         py::arg("alignment"), py::arg("fit"), py::arg("time_budget_ms"), py::arg("capacity"),
         "Place buffers live over [lower, upper) with `size` bytes; returns (offsets, size, info).");
+
+    // Areas bound in their own files (src/bindings/*.cpp).
+    bind_sha256(m);
 }

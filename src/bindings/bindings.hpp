@@ -1,0 +1,7 @@
+// Each area of the core binds itself in its own file under src/bindings/;
+// module.cpp calls these in order. Keeps the bindings thin and separable.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+void bind_sha256(pybind11::module_& m);
