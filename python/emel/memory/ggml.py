@@ -1,16 +1,17 @@
 """ggml-alloc parity: llama.cpp's graph allocator, modelled exactly.
 
-The planning pass and the dynamic allocator run in the C++ core
-(src/emel/memory/ggml_alloc.cpp); this module holds the ggml-shaped graph
-model, the converter from `emel.graph/1` (the mapping of the shared
-ggml-alloc baselines) and the GraphAllocator state (buffers that only grow,
-shared buffer types, reserve / get_buffer_size).
+The planning pass, the dynamic allocator and the graph allocator's state
+(buffers that only grow, shared buffer types, needs_realloc) run in the C++
+core (src/emel/memory/ggml_alloc.cpp, graph_allocator.cpp); this module holds
+the ggml-shaped graph model, the converter from `emel.graph/1` (the mapping
+of the shared ggml-alloc baselines) and thin wrappers over the core.
 
 GraphAllocator(..., strategy="ggml") is exact parity (the default); any
 strategy of `plan()` ("auto", "greedy_by_size", ...) keeps ggml's lifetimes
 and in-place decisions but places the tensors with that strategy instead, so
 a ggml-style runtime gets a smaller buffer without changing how it calls the
-allocator. Not here yet (issue #4): the C API over these allocators.
+allocator. The same allocators are in the C API (include/emel/memory.h,
+docs/c_api.md).
 """
 
 from __future__ import annotations
@@ -163,17 +164,23 @@ def from_emel_graph(document: Any) -> tuple[Graph, dict]:
 
 
 class GraphAllocator:
-    """ggml_gallocr: reserve a worst-case graph into buffers that only grow."""
+    """ggml_gallocr: reserve a worst-case graph into buffers that only grow.
+
+    A thin wrapper over the core's GraphAllocator (src/emel/memory/
+    graph_allocator.cpp), which holds the buffers and the last plan."""
 
     def __init__(self, buffer_types: Sequence[BufferType] | BufferType, strategy: str = "ggml",
                  time_budget_ms: int = 200):
-        from .planning import STRATEGIES
+        from .planning import STRATEGIES, check_strategy
         if strategy != "ggml" and strategy not in STRATEGIES:
             raise ValueError(f"strategy must be 'ggml' or one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        if strategy != "ggml":
+            check_strategy(strategy, "best", time_budget_ms)
         self.strategy, self.time_budget_ms = strategy, time_budget_ms
         if isinstance(buffer_types, BufferType):
             buffer_types = [buffer_types]
         self.buffer_types = list(buffer_types)
+        # The same BufferType object twice means one shared buffer, as in ggml.
         self._allocator_of, distinct = [], []
         for bt in self.buffer_types:
             for k, other in enumerate(distinct):
@@ -184,11 +191,21 @@ class GraphAllocator:
                 self._allocator_of.append(len(distinct))
                 distinct.append(bt)
         self._distinct = distinct
-        self._buffers: list[list[int] | None] = [None] * len(distinct)  # chunk sizes
+        self._core = _core.GgmlGraphAllocator([(bt.alignment, bt.max_size) for bt in distinct],
+                                              self._allocator_of, strategy,
+                                              time_budget_ms if strategy != "ggml" else 0)
         self.addresses: dict[str, tuple[int, int, int]] = {}
         self.inplace_of: dict[str, str] = {}
 
-    def _plan(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None):
+    @property
+    def _buffers(self) -> list:
+        """Chunk sizes of each distinct buffer type's buffer (None: not allocated yet)."""
+        return [self._core.buffer_chunks(k) for k in range(len(self._distinct))]
+
+    @staticmethod
+    def _to_core(graph: Graph):
+        """The graph as the core's rows: tensors indexed in order of first
+        appearance over leafs then nodes (each with its sources and view root)."""
         tensors, index = [], {}
 
         def idx(t):
@@ -212,79 +229,28 @@ class GraphAllocator:
                          -1 if t.view_src is None else index[id(t.view_src)], t.view_offs, t.flags,
                          t.op == "NONE", t.op in INPLACE_OPS,
                          [-1 if s is None else index[id(s)] for s in t.src]))
-        addr, inplace, chunks, alloc_step, free_step = _core.ggml_plan(
-            rows, [index[id(t)] for t in graph.nodes], [index[id(t)] for t in graph.leafs],
-            list(node_buffer_ids or []), list(leaf_buffer_ids or []),
-            [(bt.alignment, bt.max_size) for bt in self._distinct], self._allocator_of)
-        if self.strategy != "ggml":
-            addr, chunks = self._replace(tensors, addr, inplace, chunks, alloc_step, free_step,
-                                         len(graph.nodes))
-        self.addresses = {t.name: a for t, a in zip(tensors, addr) if a[0] >= 0}
-        self.inplace_of = {tensors[i].name: tensors[p].name for i, p in enumerate(inplace) if p >= 0}
-        # What alloc_graph reuses and needs_realloc compares against, by position.
-        rec = lambda t: (tuple(addr[index[id(t)]]), t.nbytes)  # noqa: E731
-        self._recorded = {
-            "n_nodes": len(graph.nodes), "n_leafs": len(graph.leafs),
-            "nodes": [(rec(t), [None if s is None else rec(s) for s in t.src]) for t in graph.nodes],
-            "leafs": [rec(t) for t in graph.leafs],
-        }
-        return chunks
+        core = _core.GgmlGraph(rows, [index[id(t)] for t in graph.nodes],
+                               [index[id(t)] for t in graph.leafs])
+        return core, tensors
 
-    def _replace(self, tensors, addr, inplace, chunks, alloc_step, free_step, n_nodes):
-        """Keep ggml's lifetimes and in-place groups; place them with self.strategy."""
-        import numpy as np
-
-        from .placement import place
-        group = list(range(len(tensors)))
-        for t in range(len(tensors)):  # in-place chains share their first member's place
-            r = t
-            while inplace[r] >= 0:
-                r = inplace[r]
-            group[t] = r
-        end = n_nodes + 2
-        handed_over = {p: alloc_step[t] for t, p in enumerate(inplace) if p >= 0}
-        spans: dict[int, list] = {}
-        for t, a in enumerate(addr):
-            if alloc_step[t] < 0 or (a[0] < 0 and t not in handed_over):
-                continue
-            if t in handed_over:      # its taker holds the place from then on
-                upper = handed_over[t] + 1
-            else:                     # never freed: graph outputs, unconsumed leafs
-                upper = end if free_step[t] < 0 else free_step[t] + 1
-            span = spans.setdefault(group[t], [alloc_step[t], upper, 0, addr[group[t]][0]])
-            span[0], span[1] = min(span[0], alloc_step[t]), max(span[1], upper)
-            span[2] = max(span[2], tensors[t].nbytes)
-        addr, chunks = list(addr), list(chunks)
-        for k, bt in enumerate(self._distinct):
-            members = sorted(r for r, sp in spans.items() if self._allocator_of[sp[3]] == k)
-            if not members:
-                continue
-            p = place(np.array([spans[r][0] for r in members]), np.array([spans[r][1] for r in members]),
-                      np.array([spans[r][2] for r in members]), strategy=self.strategy,
-                      alignment=bt.alignment, time_budget_ms=self.time_budget_ms)
-            if p.size > bt.max_size:  # one chunk would be too big: keep ggml's chunks
-                continue
-            where = dict(zip(members, p.offsets.tolist()))
-            for t, a in enumerate(addr):
-                if a[0] >= 0 and group[t] in where:
-                    addr[t] = (a[0], 0, where[group[t]])
-            chunks[k] = [p.size]
-        return addr, chunks
+    def _planned(self, tensors) -> None:
+        """Name the last plan's addresses and in-place partners."""
+        self.addresses = {t.name: a for t, a in zip(tensors, self._core.addresses) if a[0] >= 0}
+        self.inplace_of = {tensors[i].name: tensors[p].name
+                           for i, p in enumerate(self._core.inplace_of) if p >= 0}
 
     def reserve_n_size(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> list[int]:
         """Bytes each buffer id would need for `graph` (0 for an id sharing an earlier buffer)."""
-        chunks = self._plan(graph, node_buffer_ids, leaf_buffer_ids)
-        return self._sizes([sum(c) for c in chunks])
+        core, tensors = self._to_core(graph)
+        sizes = self._core.reserve_n_size(core, list(node_buffer_ids or []), list(leaf_buffer_ids or []))
+        self._planned(tensors)
+        return sizes
 
     def reserve_n(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> bool:
-        chunks = self._plan(graph, node_buffer_ids, leaf_buffer_ids)
-        for k, new in enumerate(chunks):
-            old = self._buffers[k]
-            grow = old is None or any(size > (old[c] if c < len(old) else 0)
-                                      for c, size in enumerate(new))
-            if grow:  # reallocate, one backend buffer per chunk of exactly its size
-                self._buffers[k] = list(new)
-        return True
+        core, tensors = self._to_core(graph)
+        ok = self._core.reserve_n(core, list(node_buffer_ids or []), list(leaf_buffer_ids or []))
+        self._planned(tensors)
+        return ok
 
     def reserve(self, graph: Graph) -> bool:
         return self.reserve_n(graph)
@@ -292,61 +258,25 @@ class GraphAllocator:
     def needs_realloc(self, graph: Graph) -> bool:
         """ggml_gallocr_needs_realloc: different node/leaf counts, or a node (or one
         of its sources) without data that was not placed or has grown."""
-        rec = getattr(self, "_recorded", None)
-        if rec is None or rec["n_nodes"] != len(graph.nodes) or rec["n_leafs"] != len(graph.leafs):
-            return True
-
-        def stale(t, info):
-            if t.flags & HAS_DATA or t.view_src is not None:
-                return False
-            return info is None or info[0][0] < 0 or info[1] < t.nbytes
-
-        for t, (info, src_info) in zip(graph.nodes, rec["nodes"]):
-            if stale(t, info):
-                return True
-            for j, s in enumerate(t.src):
-                if s is not None and stale(s, src_info[j] if j < len(src_info) else None):
-                    return True
-        return False
+        return self._core.needs_realloc(self._to_core(graph)[0])
 
     def alloc_graph(self, graph: Graph) -> bool:
         """ggml_gallocr_alloc_graph: re-reserve automatically with one buffer (False
         with several when the graph no longer fits), then bind every tensor."""
-        if self.needs_realloc(graph):
-            if len(self.buffer_types) != 1:
-                return False
-            self.reserve(graph)
-        rec = self._recorded
-        for t, info in zip(graph.leafs, rec["leafs"]):
-            self._bind(t, info)
-        for t, (info, src_info) in zip(graph.nodes, rec["nodes"]):
-            for j, s in enumerate(t.src):
-                if s is not None:
-                    self._bind(s, src_info[j])
-            self._bind(t, info)
+        core, tensors = self._to_core(graph)
+        replanned = self._core.needs_realloc(core)
+        ok, bound = self._core.alloc_graph(core, [t.address or (-1, -1, 0) for t in tensors])
+        if not ok:
+            return False
+        if replanned:
+            self._planned(tensors)
+        for t, a in zip(tensors, bound):
+            if a[0] >= 0:
+                t.address = tuple(a)
         return True
 
-    @staticmethod
-    def _bind(t, info):
-        if t.view_src is not None:
-            root = t.view_src.address
-            if root is not None and t.address is None:
-                t.address = (root[0], root[1], root[2] + t.view_offs)
-        elif not t.flags & HAS_DATA and info is not None and info[0][0] >= 0:
-            t.address = tuple(info[0])
-
-    def _sizes(self, per_allocator: list[int]) -> list[int]:
-        seen, out = set(), []
-        for k in self._allocator_of:
-            out.append(0 if k in seen else per_allocator[k])
-            seen.add(k)
-        return out
-
     def get_buffer_size(self, buffer_id: int) -> int:
-        k = self._allocator_of[buffer_id]
-        if k in self._allocator_of[:buffer_id] or self._buffers[k] is None:
-            return 0
-        return sum(self._buffers[k])
+        return self._core.buffer_size(buffer_id)
 
 
 class TensorAllocator:

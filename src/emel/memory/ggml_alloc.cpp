@@ -14,8 +14,13 @@ DynAllocator::DynAllocator(uint64_t alignment, uint64_t max_size)
 void DynAllocator::reset() { chunks_.clear(); }
 
 uint64_t DynAllocator::aligned(uint64_t x) const {
-    // ggml's aligned_offset: x + (a - x % a) % a
-    return x + (alignment_ - x % alignment_) % alignment_;
+    // ggml's aligned_offset: x + (a - x % a) % a; a wrap is an error, not a small size
+    const uint64_t up = x + (alignment_ - x % alignment_) % alignment_;
+    if (up < x)
+        throw PlanError(ErrorCode::AllocationOverflow,
+                        "a tensor of " + std::to_string(x) + " bytes overflows when aligned to " +
+                            std::to_string(alignment_));
+    return up;
 }
 
 int DynAllocator::new_chunk(uint64_t min_size, const std::string& who) {

@@ -1,0 +1,107 @@
+// The ggml-style graph allocator (src/emel/memory/graph_allocator.hpp) for
+// emel.memory.ggml: _core.GgmlGraph (a ggml graph as plain rows) and
+// _core.GgmlGraphAllocator. Conversions only.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "emel/memory/graph_allocator.hpp"
+
+namespace py = pybind11;
+using namespace emel::memory;
+
+namespace {
+
+using AddressTuple = std::tuple<int32_t, int32_t, uint64_t>;
+
+// tensor row: (name, size, layout, view_src, view_offs, flags, op_none, op_inplace, srcs)
+ggml::Graph graph_from_rows(const py::list& tensors, std::vector<int32_t> nodes,
+                            std::vector<int32_t> leafs) {
+    ggml::Graph g;
+    g.tensors.reserve(tensors.size());
+    for (auto item : tensors) {
+        auto r = item.cast<py::tuple>();
+        ggml::Tensor t;
+        t.name = r[0].cast<std::string>();
+        t.size = r[1].cast<uint64_t>();
+        t.layout = r[2].cast<uint64_t>();
+        t.view_src = r[3].cast<int32_t>();
+        t.view_offs = r[4].cast<uint64_t>();
+        t.flags = r[5].cast<uint8_t>();
+        t.op_none = r[6].cast<bool>();
+        t.op_inplace = r[7].cast<bool>();
+        auto srcs = r[8].cast<std::vector<int32_t>>();
+        if (srcs.size() > ggml::kMaxSrc) throw py::value_error("at most 10 sources per tensor");
+        std::copy(srcs.begin(), srcs.end(), t.src);
+        g.tensors.push_back(std::move(t));
+    }
+    g.nodes = std::move(nodes);
+    g.leafs = std::move(leafs);
+    ggml::check_graph(g);
+    return g;
+}
+
+std::vector<AddressTuple> to_tuples(const std::vector<ggml::Address>& v) {
+    std::vector<AddressTuple> out;
+    out.reserve(v.size());
+    for (const auto& a : v) out.emplace_back(a.buffer_id, a.chunk, a.offset);
+    return out;
+}
+
+}  // namespace
+
+void bind_ggml(py::module_& m) {
+    py::class_<ggml::Graph>(m, "GgmlGraph")
+        .def(py::init(&graph_from_rows), py::arg("tensors"), py::arg("nodes"), py::arg("leafs"))
+        .def_property_readonly("num_tensors", [](const ggml::Graph& g) { return g.tensors.size(); });
+
+    py::class_<ggml::GraphAllocator>(m, "GgmlGraphAllocator")
+        .def(py::init([](const std::vector<std::pair<uint64_t, uint64_t>>& types,
+                         std::vector<int32_t> type_of, const std::string& strategy,
+                         uint64_t time_budget_ms) {
+                 std::optional<Strategy> s;
+                 if (!ggml::strategy_from_name(strategy, s))
+                     throw py::value_error("unknown strategy '" + strategy + "'");
+                 std::vector<ggml::BufferType> bts;
+                 for (const auto& [alignment, max_size] : types) bts.push_back({alignment, max_size});
+                 // plan()'s clamp of the budget, then its fixed work units per ms
+                 const uint64_t budget = std::min<uint64_t>(time_budget_ms, uint64_t{1} << 40) * kWorkUnitsPerMs;
+                 return ggml::GraphAllocator(std::move(bts), std::move(type_of), s, budget);
+             }),
+             py::arg("types"), py::arg("type_of"), py::arg("strategy"), py::arg("time_budget_ms"))
+        .def("reserve_n", &ggml::GraphAllocator::reserve_n, py::arg("graph"),
+             py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"),
+             py::call_guard<py::gil_scoped_release>())
+        .def("reserve_n_size", &ggml::GraphAllocator::reserve_n_size, py::arg("graph"),
+             py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"),
+             py::call_guard<py::gil_scoped_release>())
+        .def("needs_realloc", &ggml::GraphAllocator::needs_realloc, py::arg("graph"))
+        .def(
+            "alloc_graph",
+            [](ggml::GraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound) {
+                if (bound.size() != g.tensors.size())
+                    throw py::value_error("alloc_graph: one address per tensor expected");
+                std::vector<ggml::Address> addr;
+                addr.reserve(bound.size());
+                for (const auto& [b, c, o] : bound) addr.push_back({b, c, o});
+                bool ok;
+                {
+                    py::gil_scoped_release release;
+                    ok = a.alloc_graph(g, addr);
+                }
+                return py::make_tuple(ok, to_tuples(addr));
+            },
+            py::arg("graph"), py::arg("bound"),
+            "(allocated, addresses): addresses per tensor, (-1, -1, 0) when unbound.")
+        .def("buffer_size", &ggml::GraphAllocator::buffer_size, py::arg("buffer_id"))
+        .def("buffer_chunks", &ggml::GraphAllocator::buffer_chunks, py::arg("type"))
+        .def_property_readonly("addresses",
+                               [](const ggml::GraphAllocator& a) { return to_tuples(a.addresses()); })
+        .def_property_readonly("inplace_of", &ggml::GraphAllocator::inplace_of)
+        .def_property_readonly("has_plan", &ggml::GraphAllocator::has_plan);
+}
