@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import emel.memory as mm
 import graphgen
+from emel.memory import ggml as gg
 from emel.memory import native
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +50,19 @@ EXPECTED_LINES = [
     "error ARENA_TOO_SMALL arena=activations",
     "arrays arena activations size=2560 t5 offset=1024",
     "place greedy_by_size offsets=224,0,224 size=352",
+    # ggml-style allocators: llama.cpp test-alloc sizes (shared ggml-alloc behaviour doc)
+    "ggml max_size_too_many_tensors size=24 chunks=16,8",
+    "ggml tensor_larger_than_max_size size=24 chunks=24",
+    "ggml not_enough_chunks size=136 chunks=8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,16",
+    "ggml prefer_already_allocated_memory size=28 chunks=28",
+    "ggml prefer_already_allocated_memory x2=0/0/0",
+    "ggml multiple_buffer_types A=40 B=24",
+    "ggml reallocation g1 size=40 x3=0/1/0",
+    "ggml reallocation g2 size=40 y2=0/0/0",
+    "ggml tallocr a=0 b=32 then ARENA_TOO_SMALL tensor=c",
+    "ggml error [INVALID_ARGUMENT] emel_ggml_gallocr_create: strategy must be 'ggml', 'tmmu', "
+    "'greedy_by_size', 'best_fit', 'auto' or 'optimal', got 'fastest'",
+    "ggml error INVALID_IR_SHAPES tensor=y",
     "ALL OK",
 ]
 
@@ -65,6 +79,13 @@ def _compiler(env_var, candidates):
 
 @pytest.fixture(scope="module")
 def native_paths():
+    # A CMake build tree instead of the installed wheel (local development):
+    # EMEL_C_API_BUILD_DIR=build pytest tests/test_c_api.py
+    build = os.environ.get("EMEL_C_API_BUILD_DIR")
+    if build:
+        library = os.path.join(os.path.abspath(build), "libemel_memory_c.so")
+        assert os.path.isfile(library), f"EMEL_C_API_BUILD_DIR: no {library}"
+        return os.path.join(os.path.dirname(HERE), "include"), library
     try:
         return native.include_dir(), native.library_path()
     except FileNotFoundError as e:
@@ -79,6 +100,8 @@ def _run(cmd, **kw):
 
 
 def test_native_paths(native_paths):
+    if os.environ.get("EMEL_C_API_BUILD_DIR"):
+        pytest.skip("paths of a build tree, not of emel.memory.native")
     include, library = native_paths
     assert os.path.isfile(os.path.join(include, "emel", "memory.h"))
     assert os.path.isfile(library)
@@ -372,3 +395,236 @@ def test_c_api_errors_like_python(lib, case, kw, strategy_fit):
         assume(False)
     py = _outcome(lambda: _py_plan(doc, **kw))
     assert c == py, f"defect {kind!r}: C API {c}, Python {py}"
+
+
+
+# --------------------------------------------------------------------------
+# ctypes: the C API's ggml-style graph allocator against emel.memory.ggml
+# --------------------------------------------------------------------------
+SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared")
+SHARED_GRAPHS = ("gpt2-small-inference", "llama-tiny-inference", "llama-tiny-training",
+                 "mobilenet_v2-inference", "resnet18-inference", "resnet18-training")
+
+
+class GgmlAddress(ctypes.Structure):
+    _fields_ = [("buffer_id", ctypes.c_int32), ("chunk", ctypes.c_int32), ("offset", ctypes.c_uint64)]
+
+
+@pytest.fixture(scope="module")
+def ggml_lib(lib):
+    P, S, U64, I32, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int
+    PS, PU64, PI = ctypes.POINTER(S), ctypes.POINTER(U64), ctypes.POINTER(I)
+    PA, PI32 = ctypes.POINTER(GgmlAddress), ctypes.POINTER(I32)
+    sigs = {
+        "emel_ggml_graph_create": [ctypes.POINTER(P)],
+        "emel_ggml_graph_destroy": [P],
+        "emel_ggml_graph_add_tensor": [P, ctypes.c_char_p, U64, I, ctypes.c_uint32, PS, S, S, U64, PS],
+        "emel_ggml_graph_add_node": [P, S],
+        "emel_ggml_graph_add_leaf": [P, S],
+        "emel_ggml_graph_tensor_address": [P, S, PA],
+        "emel_ggml_buffer_type_create": [U64, U64, ctypes.POINTER(P)],
+        "emel_ggml_buffer_type_destroy": [P],
+        "emel_ggml_gallocr_create": [ctypes.POINTER(P), S, ctypes.c_char_p, U64, ctypes.POINTER(P)],
+        "emel_ggml_gallocr_destroy": [P],
+        "emel_ggml_gallocr_reserve_n": [P, P, PI32, PI32],
+        "emel_ggml_gallocr_reserve_n_size": [P, P, PI32, PI32, PU64],
+        "emel_ggml_gallocr_needs_realloc": [P, P, PI],
+        "emel_ggml_gallocr_alloc_graph": [P, P, PI],
+        "emel_ggml_gallocr_get_buffer_size": [P, I32, PU64],
+        "emel_ggml_gallocr_tensor_address": [P, S, PA],
+        "emel_ggml_gallocr_tensor_inplace_of": [P, S, PS],
+    }
+    for name, args in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = None if name.endswith("_destroy") else ctypes.c_int
+    return lib
+
+
+def _ok(lib, status):
+    if status != 0:
+        raise CError(status, lib)
+
+
+def _ggml_order(graph):
+    """Tensors in the order emel.memory.ggml.GraphAllocator indexes them (first
+    appearance over leafs then nodes, each followed by its sources and view
+    root), so both sides break placement ties alike."""
+    tensors, index = [], {}
+    for t in graph.leafs + graph.nodes:
+        for x in [t] + [s for s in t.src if s is not None] + [t.view_src] * (t.view_src is not None):
+            if id(x) not in index:
+                index[id(x)] = len(tensors)
+                tensors.append(x)
+    return tensors, index
+
+
+class CGgml:
+    """A ggml graph and a graph allocator made through the C API."""
+
+    def __init__(self, lib, graph, buffer_types, strategy="ggml"):
+        self.lib, self.graph = lib, graph
+        self.tensors, self.index = _ggml_order(graph)
+        self.g, self.ga = ctypes.c_void_p(), ctypes.c_void_p()
+        _ok(lib, lib.emel_ggml_graph_create(ctypes.byref(self.g)))
+        for t in self.tensors:
+            assert t.layout is None  # only byte-size layouts here
+            srcs = [NO_INDEX if s is None else self.index[id(s)] for s in t.src]
+            arr = (ctypes.c_size_t * max(len(srcs), 1))(*srcs)
+            op = 0 if t.op == "NONE" else 2 if t.op in gg.INPLACE_OPS else 1
+            view = NO_INDEX if t.view_src is None else self.index[id(t.view_src)]
+            _ok(lib, lib.emel_ggml_graph_add_tensor(self.g, t.name.encode(), t.nbytes, op, t.flags, arr,
+                                                    len(srcs), view, t.view_offs, None))
+        for t in graph.nodes:
+            _ok(lib, lib.emel_ggml_graph_add_node(self.g, self.index[id(t)]))
+        for t in graph.leafs:
+            _ok(lib, lib.emel_ggml_graph_add_leaf(self.g, self.index[id(t)]))
+        handles, distinct = [], {}
+        for bt in buffer_types:  # the same BufferType object = the same handle
+            if id(bt) not in distinct:
+                h = ctypes.c_void_p()
+                _ok(lib, lib.emel_ggml_buffer_type_create(bt.alignment, bt.max_size, ctypes.byref(h)))
+                distinct[id(bt)] = h
+            handles.append(distinct[id(bt)])
+        arr = (ctypes.c_void_p * len(handles))(*[h.value for h in handles])
+        try:
+            _ok(lib, lib.emel_ggml_gallocr_create(arr, len(handles), strategy.encode(), 200,
+                                                  ctypes.byref(self.ga)))
+        finally:
+            for h in distinct.values():
+                lib.emel_ggml_buffer_type_destroy(h)
+        self.n_buffers = len(buffer_types)
+
+    def close(self):
+        self.lib.emel_ggml_gallocr_destroy(self.ga)
+        self.lib.emel_ggml_graph_destroy(self.g)
+
+    @staticmethod
+    def _ids(ids):
+        return None if ids is None else (ctypes.c_int32 * max(len(ids), 1))(*ids)
+
+    def reserve_n(self, node_ids=None, leaf_ids=None):
+        _ok(self.lib, self.lib.emel_ggml_gallocr_reserve_n(self.ga, self.g, self._ids(node_ids),
+                                                           self._ids(leaf_ids)))
+
+    def reserve_n_size(self, node_ids=None, leaf_ids=None):
+        sizes = (ctypes.c_uint64 * self.n_buffers)()
+        _ok(self.lib, self.lib.emel_ggml_gallocr_reserve_n_size(self.ga, self.g, self._ids(node_ids),
+                                                                self._ids(leaf_ids), sizes))
+        return list(sizes)
+
+    def flag(self, fn):
+        out = ctypes.c_int(-1)
+        _ok(self.lib, fn(self.ga, self.g, ctypes.byref(out)))
+        return out.value
+
+    def buffer_sizes(self):
+        size = ctypes.c_uint64()
+        out = []
+        for b in range(self.n_buffers):
+            _ok(self.lib, self.lib.emel_ggml_gallocr_get_buffer_size(self.ga, b, ctypes.byref(size)))
+            out.append(size.value)
+        return out
+
+    def planned(self):
+        """(addresses by name, in-place partners by name) of the last plan."""
+        a, p = GgmlAddress(), ctypes.c_size_t()
+        addresses, inplace = {}, {}
+        for i, t in enumerate(self.tensors):
+            _ok(self.lib, self.lib.emel_ggml_gallocr_tensor_address(self.ga, i, ctypes.byref(a)))
+            if a.buffer_id >= 0:
+                addresses[t.name] = (a.buffer_id, a.chunk, a.offset)
+            _ok(self.lib, self.lib.emel_ggml_gallocr_tensor_inplace_of(self.ga, i, ctypes.byref(p)))
+            if p.value != NO_INDEX:
+                inplace[t.name] = self.tensors[p.value].name
+        return addresses, inplace
+
+    def bound(self):
+        a, out = GgmlAddress(), {}
+        for i, t in enumerate(self.tensors):
+            _ok(self.lib, self.lib.emel_ggml_graph_tensor_address(self.g, i, ctypes.byref(a)))
+            out[t.name] = (a.buffer_id, a.chunk, a.offset) if a.buffer_id >= 0 else None
+        return out
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
+                    reason="no ../shared beside the checkout")
+@pytest.mark.parametrize("name", SHARED_GRAPHS)
+def test_c_ggml_allocator_matches_python_on_shared_graphs(ggml_lib, name):
+    """Through ctypes: the same buffer sizes, per-tensor (buffer, chunk,
+    offset), in-place partners and bound addresses as emel.memory.ggml, for
+    ggml's exact placement and, on the two small graphs, strategy auto."""
+    strategies = ["ggml"] + (["auto"] if name.startswith(("resnet18-inf", "mobilenet")) else [])
+    for strategy in strategies:
+        graph, ts = gg.from_emel_graph(os.path.join(SHARED, "graphs", f"{name}.json"))
+        py = gg.GraphAllocator(gg.BufferType(32), strategy=strategy)
+        c = CGgml(ggml_lib, graph, [gg.BufferType(32)], strategy)
+        try:
+            assert c.flag(ggml_lib.emel_ggml_gallocr_needs_realloc) == 1
+            c.reserve_n()
+            py.reserve(graph)
+            assert c.buffer_sizes() == [py.get_buffer_size(0)] and c.buffer_sizes()[0] > 0
+            assert c.planned() == (py.addresses, py.inplace_of)
+            assert c.flag(ggml_lib.emel_ggml_gallocr_needs_realloc) == 0
+            assert c.flag(ggml_lib.emel_ggml_gallocr_alloc_graph) == 1
+            assert py.alloc_graph(graph)
+            assert c.bound() == {t.name: t.address for t in c.tensors}
+        finally:
+            c.close()
+    if name == "resnet18-inference":  # the ggml-alloc baseline
+        assert py.get_buffer_size(0) == 6422528
+
+
+def _random_ggml(seed):
+    """A small random ggml graph: inputs, a pre-allocated weight, ops that may
+    run in place, views; its last tensor is OUTPUT."""
+    import random
+    r = random.Random(seed)
+    ts = [gg.Tensor(f"in{i}", r.choice([4, 8, 16, 24, 40]), flags=gg.INPUT) for i in range(r.randint(1, 4))]
+    if r.random() < 0.3:
+        ts.append(gg.Tensor("w", 16, flags=gg.HAS_DATA))
+    for i in range(r.randint(1, 12)):
+        if r.random() < 0.15:
+            p = r.choice(ts)
+            root = p.view_src or p
+            ts.append(gg.Tensor(f"v{i}", r.choice([4, 8]), op="VIEW", src=[p], view_src=root,
+                                view_offs=p.view_offs + r.choice([0, 4])))
+        else:
+            ts.append(gg.Tensor(f"n{i}", r.choice([4, 8, 16, 24, 32]),
+                                op=r.choice(["ADD", "MUL", "MEAN", "PAD", "SCALE"]),
+                                src=r.sample(ts, min(len(ts), r.randint(1, 3)))))
+    ts[-1].flags |= gg.OUTPUT
+    if ts[-1].view_src is not None:
+        ts[-1].view_src.flags |= gg.OUTPUT
+    return gg.build_forward([ts[-1]])
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["ggml", "ggml", "greedy_by_size"]),
+       st.sampled_from([1, 2, 3]))
+def test_c_ggml_allocator_matches_python_on_random_graphs(ggml_lib, seed, strategy, n_types):
+    """Several buffer ids (two sharing one type when n_types is 3), random
+    node / leaf buffer ids, max sizes that force chunks: reserve_n,
+    reserve_n_size, alloc_graph agree with the Python wrapper."""
+    import random
+    r = random.Random(seed)
+    a = gg.BufferType(r.choice([4, 8, 32]), r.choice([16, 32, 64, gg.SIZE_MAX]))
+    b = gg.BufferType(8, r.choice([32, gg.SIZE_MAX]))
+    types = {1: [a], 2: [a, b], 3: [a, b, a]}[n_types]
+    graph = _random_ggml(seed)
+    node_ids = [r.randrange(len(types)) for _ in graph.nodes]
+    leaf_ids = [r.randrange(len(types)) for _ in graph.leafs]
+    py = gg.GraphAllocator(types, strategy=strategy)
+    c = CGgml(ggml_lib, graph, types, strategy)
+    try:
+        py_sizes = _outcome(lambda: py.reserve_n_size(graph, node_ids, leaf_ids))
+        assert _outcome(lambda: c.reserve_n_size(node_ids, leaf_ids)) == py_sizes
+        if py_sizes[0] == "error":
+            return
+        py.reserve_n(graph, node_ids, leaf_ids)
+        c.reserve_n(node_ids, leaf_ids)
+        assert c.buffer_sizes() == [py.get_buffer_size(i) for i in range(len(types))]
+        assert c.planned() == (py.addresses, py.inplace_of)
+        assert c.flag(ggml_lib.emel_ggml_gallocr_alloc_graph) == int(py.alloc_graph(graph))
+        assert c.bound() == {t.name: t.address for t in c.tensors}
+    finally:
+        c.close()

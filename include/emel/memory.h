@@ -13,7 +13,7 @@
  *   emel_last_error_status(), emel_last_error_message() and the offending
  *   tensor / node / arena id where known. Successful calls leave them as they
  *   were (like errno), so read them only after a call has failed.
- * - Ownership: handles (emel_graph*, emel_plan*) are created by the API and
+ * - Ownership: handles (emel_graph*, emel_plan*, emel_ggml_*) are created by the API and
  *   owned by the caller, who releases each exactly once with its *_destroy
  *   function (NULL is accepted and ignored). Every string and array passed
  *   in is copied before the call returns; the caller keeps ownership of its
@@ -23,7 +23,8 @@
  * - A plan does not refer to the graph it was made from: the graph may be
  *   destroyed or changed once emel_plan_create has returned.
  * - Threads: a handle must not be used by two threads at once while one of
- *   them changes it (emel_graph_add_* / set_*). Reading calls (plan queries,
+ *   them changes it (emel_graph_add_* / set_*; for the ggml-style handles,
+ *   every call taking a non-const pointer). Reading calls (plan queries,
  *   emel_plan_create on a graph nobody is changing) may run concurrently.
  * - On failure, a function's out-parameters are left unchanged, except that
  *   the *out handle of a create function is set to NULL.
@@ -344,6 +345,201 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
                                    emel_fit fit, uint64_t alignment, uint64_t time_budget_ms,
                                    uint64_t capacity, uint64_t* offsets_out,
                                    uint64_t* arena_size_out);
+
+/* ------------------------------------------------- ggml-style allocators */
+/*
+ * A model of llama.cpp's ggml-alloc (docs/ggml.md): the same sizes and the
+ * same offsets as ggml_tallocr, ggml_gallocr and
+ * ggml_backend_alloc_ctx_tensors_from_buft, or, with another strategy, ggml's
+ * lifetimes and in-place decisions placed by one of the planner's
+ * strategies. No memory is allocated: tensors get addresses
+ * (buffer id, chunk, offset) that the runtime maps onto its own buffers.
+ *
+ * An emel_ggml_graph holds tensors (like a ggml context) and a cgraph's
+ * nodes and leafs, plus each tensor's address once allocated (like
+ * tensor->buffer / tensor->data). Tensors are indexed 0, 1, ... in the
+ * order added. Same conventions as above: caller-owned handles freed by
+ * their *_destroy function, status codes, this thread's last error.
+ */
+
+/* At most this many sources per tensor (GGML_MAX_SRC). */
+#define EMEL_GGML_MAX_SRC 10
+
+/* Tensor flags (emel_ggml_graph_add_tensor / emel_ggml_graph_set_flags). */
+#define EMEL_GGML_FLAG_INPUT 1u     /* ggml_set_input: placed before the nodes */
+#define EMEL_GGML_FLAG_OUTPUT 2u    /* ggml_set_output: never freed, never overwritten in place;
+                                       set it on the view root too, as ggml does */
+#define EMEL_GGML_FLAG_HAS_DATA 4u  /* pre-allocated (e.g. weights): the graph allocator skips it */
+
+/* What the graph allocator needs to know of a tensor's op. */
+typedef enum emel_ggml_op {
+    EMEL_GGML_OP_NONE = 0,     /* GGML_OP_NONE: leafs, and views made without an op */
+    EMEL_GGML_OP_OTHER = 1,    /* any op ggml never runs in place (MUL_MAT, CPY, VIEW, ...) */
+    EMEL_GGML_OP_INPLACE = 2,  /* ggml_op_can_inplace(op): ADD, MUL, SCALE, SOFT_MAX, ROPE, ... */
+    EMEL_GGML_OP_MAX_ENUM_ = 0x7FFFFFFF
+} emel_ggml_op;
+
+/* Where a tensor lives: chunk `chunk` of buffer id `buffer_id`, at `offset`.
+ * buffer_id -1 (and chunk -1): nowhere (not allocated, or pre-allocated). */
+typedef struct emel_ggml_address {
+    int32_t buffer_id;
+    int32_t chunk;
+    uint64_t offset;
+} emel_ggml_address;
+
+typedef struct emel_ggml_graph emel_ggml_graph;
+typedef struct emel_ggml_buffer_type emel_ggml_buffer_type;
+typedef struct emel_ggml_gallocr emel_ggml_gallocr;
+typedef struct emel_ggml_tallocr emel_ggml_tallocr;
+
+/* New empty graph. Free with emel_ggml_graph_destroy. */
+EMEL_API emel_status emel_ggml_graph_create(emel_ggml_graph** out);
+/* Release a graph (NULL is ignored). */
+EMEL_API void emel_ggml_graph_destroy(emel_ggml_graph* graph);
+
+/* Append a tensor; *index_out (may be NULL) receives its index.
+ * `name`: for error messages (NULL = "#<index>"). `nbytes`: its allocation
+ * size (ggml_backend_buft_get_alloc_size). `srcs`: n_srcs (<= 10) tensor
+ * indices, EMEL_NO_INDEX for an empty slot; NULL when n_srcs is 0.
+ * `view_src`: EMEL_NO_INDEX, or the index of the ROOT tensor this one is a
+ * view of (ggml flattens views of views), `view_offs` bytes into it.
+ * Indices may name tensors added later; they are checked when the graph
+ * is used. Two tensors have the same layout (ggml_are_same_layout, needed
+ * to run in place) when their nbytes are equal, unless set otherwise with
+ * emel_ggml_graph_set_layout. */
+EMEL_API emel_status emel_ggml_graph_add_tensor(emel_ggml_graph* graph, const char* name,
+                                                uint64_t nbytes, emel_ggml_op op, uint32_t flags,
+                                                const size_t* srcs, size_t n_srcs,
+                                                size_t view_src, uint64_t view_offs,
+                                                size_t* index_out);
+/* Give tensor `tensor` an explicit layout: tensors with equal explicit
+ * layouts have the same layout (e.g. a hash of type, ne[] and nb[]). */
+EMEL_API emel_status emel_ggml_graph_set_layout(emel_ggml_graph* graph, size_t tensor,
+                                                uint64_t layout);
+/* Replace tensor `tensor`'s flags (EMEL_GGML_FLAG_*). */
+EMEL_API emel_status emel_ggml_graph_set_flags(emel_ggml_graph* graph, size_t tensor,
+                                               uint32_t flags);
+/* Its flags (allocation by emel_ggml_alloc_ctx_tensors adds HAS_DATA). */
+EMEL_API emel_status emel_ggml_graph_flags(const emel_ggml_graph* graph, size_t tensor,
+                                           uint32_t* out);
+/* Append tensor `tensor` to the nodes (execution order) / to the leafs. */
+EMEL_API emel_status emel_ggml_graph_add_node(emel_ggml_graph* graph, size_t tensor);
+EMEL_API emel_status emel_ggml_graph_add_leaf(emel_ggml_graph* graph, size_t tensor);
+/* ggml_build_forward_expand: append `tensor` and, depth-first over sources
+ * in slot order, every tensor it depends on that is not in the graph yet;
+ * tensors with EMEL_GGML_OP_NONE become leafs, the rest nodes. */
+EMEL_API emel_status emel_ggml_graph_build_forward_expand(emel_ggml_graph* graph, size_t tensor);
+/* Counts of tensors, nodes, leafs. */
+EMEL_API emel_status emel_ggml_graph_num_tensors(const emel_ggml_graph* graph, size_t* out);
+EMEL_API emel_status emel_ggml_graph_num_nodes(const emel_ggml_graph* graph, size_t* out);
+EMEL_API emel_status emel_ggml_graph_num_leafs(const emel_ggml_graph* graph, size_t* out);
+/* Tensor index of node i / leaf i. */
+EMEL_API emel_status emel_ggml_graph_node(const emel_ggml_graph* graph, size_t i, size_t* out);
+EMEL_API emel_status emel_ggml_graph_leaf(const emel_ggml_graph* graph, size_t i, size_t* out);
+/* Where tensor `tensor` lives, once bound by emel_ggml_gallocr_alloc_graph
+ * or emel_ggml_alloc_ctx_tensors (buffer_id -1 before). */
+EMEL_API emel_status emel_ggml_graph_tensor_address(const emel_ggml_graph* graph, size_t tensor,
+                                                    emel_ggml_address* out);
+
+/* A backend buffer type: allocations aligned to `alignment` (a power of
+ * two); one buffer (chunk) holds at most `max_size` bytes (UINT64_MAX =
+ * unbounded). Passing the same handle twice to emel_ggml_gallocr_create
+ * means one shared buffer, as in ggml. Allocators copy what they need:
+ * the handle may be destroyed once they are created. */
+EMEL_API emel_status emel_ggml_buffer_type_create(uint64_t alignment, uint64_t max_size,
+                                                  emel_ggml_buffer_type** out);
+EMEL_API void emel_ggml_buffer_type_destroy(emel_ggml_buffer_type* type);
+
+/* ggml_gallocr_new_n: a graph allocator with n buffer ids, id i of type
+ * types[i]. `strategy`: "ggml" (or NULL) for ggml's exact placement, or a
+ * planner strategy ("tmmu", "greedy_by_size", "best_fit", "auto",
+ * "optimal") placing ggml's lifetimes within `time_budget_ms` work units.
+ * Free with emel_ggml_gallocr_destroy. */
+EMEL_API emel_status emel_ggml_gallocr_create(const emel_ggml_buffer_type* const* types,
+                                              size_t n, const char* strategy,
+                                              uint64_t time_budget_ms, emel_ggml_gallocr** out);
+EMEL_API void emel_ggml_gallocr_destroy(emel_ggml_gallocr* galloc);
+
+/* ggml_gallocr_reserve: plan `graph` with every node and leaf in buffer 0,
+ * and grow the buffers the plan outgrows (buffers never shrink). */
+EMEL_API emel_status emel_ggml_gallocr_reserve(emel_ggml_gallocr* galloc,
+                                               const emel_ggml_graph* graph);
+/* ggml_gallocr_reserve_n: node i in buffer node_buffer_ids[i], leaf i in
+ * leaf_buffer_ids[i] (one entry per node / leaf; NULL = all 0). */
+EMEL_API emel_status emel_ggml_gallocr_reserve_n(emel_ggml_gallocr* galloc,
+                                                 const emel_ggml_graph* graph,
+                                                 const int32_t* node_buffer_ids,
+                                                 const int32_t* leaf_buffer_ids);
+/* ggml_gallocr_reserve_n_size: plan without touching the buffers;
+ * sizes_out (one per buffer id, caller-allocated) receives the bytes each
+ * buffer id would need (0 for an id sharing an earlier id's buffer). */
+EMEL_API emel_status emel_ggml_gallocr_reserve_n_size(emel_ggml_gallocr* galloc,
+                                                      const emel_ggml_graph* graph,
+                                                      const int32_t* node_buffer_ids,
+                                                      const int32_t* leaf_buffer_ids,
+                                                      uint64_t* sizes_out);
+/* *out = nonzero when `graph` does not fit the last plan: different node or
+ * leaf counts, or a node (or a source of one) without data that was not
+ * placed or has grown. */
+EMEL_API emel_status emel_ggml_gallocr_needs_realloc(const emel_ggml_gallocr* galloc,
+                                                     const emel_ggml_graph* graph, int* out);
+/* ggml_gallocr_alloc_graph: when the graph does not fit, reserve it again
+ * (one buffer id) or set *allocated = 0 and change nothing (several: call
+ * emel_ggml_gallocr_reserve_n first). Else bind every tensor of the graph
+ * to its address (emel_ggml_graph_tensor_address) and set *allocated = 1. */
+EMEL_API emel_status emel_ggml_gallocr_alloc_graph(emel_ggml_gallocr* galloc,
+                                                   emel_ggml_graph* graph, int* allocated);
+/* ggml_gallocr_get_buffer_size: the bytes of buffer id `buffer_id` (the sum
+ * of its chunks); 0 before any reserve and for an id sharing an earlier
+ * id's buffer. */
+EMEL_API emel_status emel_ggml_gallocr_get_buffer_size(const emel_ggml_gallocr* galloc,
+                                                       int32_t buffer_id, uint64_t* out);
+/* Number of chunks of buffer id `buffer_id`'s buffer (0 before any reserve),
+ * and the size of chunk `chunk`. */
+EMEL_API emel_status emel_ggml_gallocr_num_chunks(const emel_ggml_gallocr* galloc,
+                                                  int32_t buffer_id, size_t* out);
+EMEL_API emel_status emel_ggml_gallocr_chunk_size(const emel_ggml_gallocr* galloc,
+                                                  int32_t buffer_id, size_t chunk, uint64_t* out);
+/* Of the last plan, for tensor `tensor` of the graph planned: its address
+ * (buffer_id -1 for views, pre-allocated and unplaced tensors) and the
+ * tensor whose bytes it took in place (EMEL_NO_INDEX if none). */
+EMEL_API emel_status emel_ggml_gallocr_tensor_address(const emel_ggml_gallocr* galloc,
+                                                      size_t tensor, emel_ggml_address* out);
+EMEL_API emel_status emel_ggml_gallocr_tensor_inplace_of(const emel_ggml_gallocr* galloc,
+                                                         size_t tensor, size_t* out);
+
+/* ggml_tallocr_new over a buffer of `buffer_size` bytes of type `type`:
+ * tensors one after another, never freed. Free with emel_ggml_tallocr_destroy. */
+EMEL_API emel_status emel_ggml_tallocr_create(uint64_t buffer_size,
+                                              const emel_ggml_buffer_type* type,
+                                              emel_ggml_tallocr** out);
+EMEL_API void emel_ggml_tallocr_destroy(emel_ggml_tallocr* talloc);
+/* ggml_tallocr_alloc: *offset_out receives the offset of `nbytes` bytes
+ * (rounded up to the alignment); EMEL_ARENA_TOO_SMALL when they do not fit
+ * (nothing changes). `name` (may be NULL) is for the error message. */
+EMEL_API emel_status emel_ggml_tallocr_alloc(emel_ggml_tallocr* talloc, uint64_t nbytes,
+                                             const char* name, uint64_t* offset_out);
+/* The next free offset. */
+EMEL_API emel_status emel_ggml_tallocr_offset(const emel_ggml_tallocr* talloc, uint64_t* out);
+
+/* ggml_backend_alloc_ctx_tensors_from_buft over the n tensors `tensors` of
+ * `graph` (its context), in that order (tensors NULL: all, in index order).
+ * Tensors without data that are not views go into buffers of at most the
+ * type's max_size (a larger tensor gets a buffer of its own); each gets
+ * EMEL_GGML_FLAG_HAS_DATA and the address (buffer index, 0, offset); views
+ * among them of an allocated tensor are bound too. *num_buffers_out
+ * receives the number of buffers; their sizes go to sizes_out, at most
+ * `capacity` of them (sizes_out may be NULL when capacity is 0). */
+EMEL_API emel_status emel_ggml_alloc_ctx_tensors(emel_ggml_graph* graph, const size_t* tensors,
+                                                 size_t n, const emel_ggml_buffer_type* type,
+                                                 uint64_t* sizes_out, size_t capacity,
+                                                 size_t* num_buffers_out);
+/* ggml_backend_alloc_ctx_tensors_from_buft_size: the bytes the above would
+ * allocate, summed over its buffers; changes nothing. */
+EMEL_API emel_status emel_ggml_alloc_ctx_tensors_size(const emel_ggml_graph* graph,
+                                                      const size_t* tensors, size_t n,
+                                                      const emel_ggml_buffer_type* type,
+                                                      uint64_t* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -278,6 +278,416 @@ static void check_errors(const emel_graph* tiny) {
     CHECK(strcmp(emel_last_error_arena(), "activations") == 0);
 }
 
+
+/* ------------------------------------------------ ggml-style allocators
+ * llama.cpp's tests/test-alloc.cpp cases with the exact sizes ggml gives
+ * (shared ggml-alloc behaviour document, section 5). Tensors are 1-D byte
+ * tensors, so "same layout" = same size; inputs are INPUT leafs; the last
+ * tensor is OUTPUT; the graph is ggml_build_forward_expand(out). */
+#define NONE_ EMEL_NO_INDEX
+
+static size_t ggml_add(emel_ggml_graph* g, const char* name, uint64_t nbytes, emel_ggml_op op,
+                       uint32_t flags, size_t s0, size_t s1) {
+    size_t srcs[2], n = 0, index = NONE_;
+    if (s0 != NONE_) srcs[n++] = s0;
+    if (s1 != NONE_) srcs[n++] = s1;
+    OK(emel_ggml_graph_add_tensor(g, name, nbytes, op, flags, srcs, n, NONE_, 0, &index));
+    return index;
+}
+
+static size_t ggml_input(emel_ggml_graph* g, const char* name, uint64_t nbytes) {
+    return ggml_add(g, name, nbytes, EMEL_GGML_OP_NONE, EMEL_GGML_FLAG_INPUT, NONE_, NONE_);
+}
+
+/* A view of `parent` (whose root is `root`, the parent itself when it is no view). */
+static size_t ggml_view(emel_ggml_graph* g, const char* name, size_t parent, size_t root,
+                        uint64_t nbytes, uint64_t offs) {
+    size_t index = NONE_;
+    OK(emel_ggml_graph_add_tensor(g, name, nbytes, EMEL_GGML_OP_OTHER, 0, &parent, 1, root, offs,
+                                  &index));
+    return index;
+}
+
+static void ggml_finish(emel_ggml_graph* g, size_t out) {
+    OK(emel_ggml_graph_set_flags(g, out, EMEL_GGML_FLAG_OUTPUT));
+    OK(emel_ggml_graph_build_forward_expand(g, out));
+}
+
+/* A fresh one-buffer graph allocator reserving g; prints "<name> size=... chunks=a,b,...". */
+static emel_ggml_gallocr* ggml_reserve(const char* name, emel_ggml_graph* g, uint64_t alignment,
+                                       uint64_t max_size, uint64_t expected_size) {
+    emel_ggml_buffer_type* bt = NULL;
+    emel_ggml_gallocr* ga = NULL;
+    uint64_t size = 0, chunk = 0;
+    size_t n = 0, c;
+    OK(emel_ggml_buffer_type_create(alignment, max_size, &bt));
+    OK(emel_ggml_gallocr_create((const emel_ggml_buffer_type* const*)&bt, 1, "ggml", 0, &ga));
+    emel_ggml_buffer_type_destroy(bt); /* the allocator copied it */
+    if (ga == NULL) return NULL;
+    OK(emel_ggml_gallocr_reserve(ga, g));
+    OK(emel_ggml_gallocr_get_buffer_size(ga, 0, &size));
+    OK(emel_ggml_gallocr_num_chunks(ga, 0, &n));
+    printf("ggml %s size=%" PRIu64 " chunks=", name, size);
+    for (c = 0; c < n; ++c) {
+        OK(emel_ggml_gallocr_chunk_size(ga, 0, c, &chunk));
+        printf("%s%" PRIu64, c ? "," : "", chunk);
+    }
+    printf("\n");
+    CHECK(size == expected_size);
+    return ga;
+}
+
+static size_t inplace_of(const emel_ggml_gallocr* ga, size_t tensor) {
+    size_t p = 12345;
+    OK(emel_ggml_gallocr_tensor_inplace_of(ga, tensor, &p));
+    return p;
+}
+
+static emel_ggml_address planned(const emel_ggml_gallocr* ga, size_t tensor) {
+    emel_ggml_address a;
+    memset(&a, 0x55, sizeof a);
+    OK(emel_ggml_gallocr_tensor_address(ga, tensor, &a));
+    return a;
+}
+
+static emel_ggml_address bound(const emel_ggml_graph* g, size_t tensor) {
+    emel_ggml_address a;
+    memset(&a, 0x55, sizeof a);
+    OK(emel_ggml_graph_tensor_address(g, tensor, &a));
+    return a;
+}
+
+/* max 16: x3 = mul(x0,x1), x4 = add(x1,x2), x5 = add(x3,x0), x6 = add(x4,x5).
+ * Nodes run x4 x3 x5 x6. Leafs x1 x2 x0 take 8 + 8 of chunk 0 and 8 of
+ * chunk 1; x4 runs in place of x2 (x1 is still read by x3), then x3 of x1,
+ * x5 of x3, x6 of x4: chunks 16 + 8 = 24, x6 at chunk 0, offset 8. */
+static void ggml_max_size_too_many_tensors(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_gallocr* ga;
+    size_t x0, x1, x2, x3, x4, x5, x6, chunks = 0;
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) return;
+    x0 = ggml_input(g, "x0", 8);
+    x1 = ggml_input(g, "x1", 8);
+    x2 = ggml_input(g, "x2", 8);
+    x3 = ggml_add(g, "x3", 8, EMEL_GGML_OP_INPLACE, 0, x0, x1);
+    x4 = ggml_add(g, "x4", 8, EMEL_GGML_OP_INPLACE, 0, x1, x2);
+    x5 = ggml_add(g, "x5", 8, EMEL_GGML_OP_INPLACE, 0, x3, x0);
+    x6 = ggml_add(g, "x6", 8, EMEL_GGML_OP_INPLACE, 0, x4, x5);
+    ggml_finish(g, x6);
+    ga = ggml_reserve("max_size_too_many_tensors", g, 8, 16, 24);
+    if (ga) {
+        OK(emel_ggml_gallocr_num_chunks(ga, 0, &chunks));
+        CHECK(chunks == 2);
+        CHECK(inplace_of(ga, x4) == x2 && inplace_of(ga, x3) == x1);
+        CHECK(inplace_of(ga, x5) == x3 && inplace_of(ga, x6) == x4 && inplace_of(ga, x0) == NONE_);
+        CHECK(planned(ga, x0).chunk == 1 && planned(ga, x6).chunk == 0 &&
+              planned(ga, x6).offset == 8);
+    }
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_graph_destroy(g);
+}
+
+/* max 16: x0 24 B, x1 = scale(x0): one oversize chunk of 24, x1 in place. */
+static void ggml_tensor_larger_than_max_size(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_gallocr* ga;
+    size_t x0, x1;
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) return;
+    x0 = ggml_input(g, "x0", 24);
+    x1 = ggml_add(g, "x1", 24, EMEL_GGML_OP_INPLACE, 0, x0, NONE_);
+    ggml_finish(g, x1);
+    ga = ggml_reserve("tensor_larger_than_max_size", g, 8, 16, 24);
+    if (ga) CHECK(inplace_of(ga, x1) == x0);
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_graph_destroy(g);
+}
+
+/* max 8: 17 inputs of 8 B and an add chain: 15 chunks of 8, the 16th
+ * (unbounded) holds 2 tensors: 136. */
+static void ggml_not_enough_chunks(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_gallocr* ga;
+    size_t x[17], acc, i, chunks = 0;
+    uint64_t last = 0;
+    char name[16];
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) return;
+    for (i = 0; i < 17; ++i) {
+        sprintf(name, "x%u", (unsigned)i);
+        x[i] = ggml_input(g, name, 8);
+    }
+    acc = x[0];
+    for (i = 1; i < 17; ++i) {
+        sprintf(name, "acc%u", (unsigned)i);
+        acc = ggml_add(g, name, 8, EMEL_GGML_OP_INPLACE, 0, acc, x[i]);
+    }
+    ggml_finish(g, acc);
+    ga = ggml_reserve("not_enough_chunks", g, 8, 8, 136);
+    if (ga) {
+        OK(emel_ggml_gallocr_num_chunks(ga, 0, &chunks));
+        OK(emel_ggml_gallocr_chunk_size(ga, 0, 15, &last));
+        CHECK(chunks == 16 && last == 16);
+        CHECK(emel_ggml_gallocr_chunk_size(ga, 0, 16, &last) == EMEL_INVALID_ARGUMENT);
+    }
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_graph_destroy(g);
+}
+
+/* align 4, max 32: x0 24 B, x1 = mean(x0) 4 B, x2 = mean(x1) 4 B: x2 goes
+ * into x0's freed 24 B hole at 0, not the tail: 28. */
+static void ggml_prefer_already_allocated_memory(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_gallocr* ga;
+    size_t x0, x1, x2;
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) return;
+    x0 = ggml_input(g, "x0", 24);
+    x1 = ggml_add(g, "x1", 4, EMEL_GGML_OP_OTHER, 0, x0, NONE_);
+    x2 = ggml_add(g, "x2", 4, EMEL_GGML_OP_OTHER, 0, x1, NONE_);
+    ggml_finish(g, x2);
+    ga = ggml_reserve("prefer_already_allocated_memory", g, 4, 32, 28);
+    if (ga) {
+        emel_ggml_address a = planned(ga, x2), b = planned(ga, x1);
+        printf("ggml prefer_already_allocated_memory x2=%d/%d/%" PRIu64 "\n", a.buffer_id,
+               a.chunk, a.offset);
+        CHECK(a.buffer_id == 0 && a.chunk == 0 && a.offset == 0);
+        CHECK(b.buffer_id == 0 && b.chunk == 0 && b.offset == 24);
+    }
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_graph_destroy(g);
+}
+
+/* Weights of two contexts placed by alloc_ctx_tensors (A: max 32, B:
+ * unbounded, align 8), then a graph split over the two buffer types:
+ * nodes x1 x2 x7 x8 -> buffer 0, x3..x6 -> 1; leafs a*, x0 -> 0, b* -> 1.
+ * ggml: A 16 + 24 = 40, B 24; x7 and x8 run in place of x6, in buffer 1. */
+static void ggml_multiple_buffer_types(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_buffer_type *a_bt = NULL, *b_bt = NULL;
+    const emel_ggml_buffer_type* types[2];
+    emel_ggml_gallocr* ga = NULL;
+    size_t a0, a1, b0, b1, x0, x1, x2, x3, x4, x5, x6, x7, x8, i, t, n_nodes = 0, n_leafs = 0;
+    size_t ctx_a[2], ctx_b[2], n_buffers = 0;
+    uint64_t sizes[2] = {0, 0}, total = 0, size_a = 0, size_b = 0;
+    int32_t node_ids[16], leaf_ids[16];
+    uint32_t flags = 0;
+    int allocated = 0;
+    emel_ggml_address a;
+
+    OK(emel_ggml_graph_create(&g));
+    OK(emel_ggml_buffer_type_create(8, 32, &a_bt));
+    OK(emel_ggml_buffer_type_create(8, UINT64_MAX, &b_bt));
+    if (g == NULL || a_bt == NULL || b_bt == NULL) goto done;
+    a0 = ggml_add(g, "a0", 16, EMEL_GGML_OP_NONE, 0, NONE_, NONE_);
+    a1 = ggml_add(g, "a1", 16, EMEL_GGML_OP_NONE, 0, NONE_, NONE_);
+    b0 = ggml_add(g, "b0", 24, EMEL_GGML_OP_NONE, 0, NONE_, NONE_);
+    b1 = ggml_add(g, "b1", 4, EMEL_GGML_OP_NONE, 0, NONE_, NONE_);
+    ctx_a[0] = a0, ctx_a[1] = a1, ctx_b[0] = b0, ctx_b[1] = b1;
+    OK(emel_ggml_alloc_ctx_tensors_size(g, ctx_a, 2, a_bt, &total));
+    CHECK(total == 32);
+    OK(emel_ggml_alloc_ctx_tensors(g, ctx_a, 2, a_bt, sizes, 2, &n_buffers));
+    CHECK(n_buffers == 1 && sizes[0] == 32);
+    OK(emel_ggml_alloc_ctx_tensors(g, ctx_b, 2, b_bt, sizes, 2, &n_buffers));
+    CHECK(n_buffers == 1 && sizes[0] == 32);
+    OK(emel_ggml_graph_flags(g, b1, &flags));
+    a = bound(g, b1);
+    CHECK(flags == EMEL_GGML_FLAG_HAS_DATA && a.buffer_id == 0 && a.offset == 24);
+
+    x0 = ggml_input(g, "x0", 16);
+    x1 = ggml_add(g, "x1", 16, EMEL_GGML_OP_INPLACE, 0, x0, a0);
+    x2 = ggml_add(g, "x2", 24, EMEL_GGML_OP_OTHER, 0, x1, NONE_);
+    x3 = ggml_add(g, "x3", 24, EMEL_GGML_OP_INPLACE, 0, x2, b0);
+    x4 = ggml_add(g, "x4", 4, EMEL_GGML_OP_OTHER, 0, x3, NONE_);
+    x5 = ggml_add(g, "x5", 4, EMEL_GGML_OP_INPLACE, 0, x4, b1);
+    x6 = ggml_add(g, "x6", 16, EMEL_GGML_OP_OTHER, 0, x5, NONE_);
+    x7 = ggml_add(g, "x7", 16, EMEL_GGML_OP_INPLACE, 0, x6, a1);
+    x8 = ggml_add(g, "x8", 16, EMEL_GGML_OP_INPLACE, 0, x7, NONE_);
+    ggml_finish(g, x8);
+    OK(emel_ggml_graph_num_nodes(g, &n_nodes));
+    OK(emel_ggml_graph_num_leafs(g, &n_leafs));
+    CHECK(n_nodes == 8 && n_leafs == 5);
+    if (n_nodes != 8 || n_leafs != 5) goto done;
+    for (i = 0; i < n_nodes; ++i) {
+        OK(emel_ggml_graph_node(g, i, &t));
+        node_ids[i] = (t >= x3 && t <= x6) ? 1 : 0;
+    }
+    for (i = 0; i < n_leafs; ++i) {
+        OK(emel_ggml_graph_leaf(g, i, &t));
+        leaf_ids[i] = (t == b0 || t == b1) ? 1 : 0;
+    }
+    types[0] = a_bt;
+    types[1] = b_bt;
+    OK(emel_ggml_gallocr_create(types, 2, NULL, 0, &ga));
+    if (ga == NULL) goto done;
+    OK(emel_ggml_gallocr_reserve_n(ga, g, node_ids, leaf_ids));
+    OK(emel_ggml_gallocr_get_buffer_size(ga, 0, &size_a));
+    OK(emel_ggml_gallocr_get_buffer_size(ga, 1, &size_b));
+    printf("ggml multiple_buffer_types A=%" PRIu64 " B=%" PRIu64 "\n", size_a, size_b);
+    CHECK(size_a == 40 && size_b == 24);
+    CHECK(planned(ga, x7).buffer_id == 1 && planned(ga, x8).buffer_id == 1);
+    CHECK(inplace_of(ga, x7) == x6 && inplace_of(ga, x8) == x7);
+    OK(emel_ggml_gallocr_alloc_graph(ga, g, &allocated));
+    CHECK(allocated == 1);
+    a = bound(g, x8);
+    CHECK(a.buffer_id == planned(ga, x8).buffer_id && a.offset == planned(ga, x8).offset);
+    a = bound(g, a0); /* pre-allocated: left where alloc_ctx_tensors put it */
+    CHECK(a.buffer_id == 0 && a.offset == 0);
+done:
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_buffer_type_destroy(a_bt);
+    emel_ggml_buffer_type_destroy(b_bt);
+    emel_ggml_graph_destroy(g);
+}
+
+/* align 4, max 32. g1: x0 24 B, x1 16 B, x2 = view(x0, 16 B), x3 = add(x2, x1):
+ * x0 takes chunk 0 at 0, x1 does not fit the 8 B left -> chunk 1 at 0; x3
+ * runs in place of x1 (never of the view): chunks 24 + 16 = 40.
+ * g2: y0, y1 20 B, y2 = add(y0, y1): chunks 20 + 20, y2 in place of y0;
+ * other counts than g1 -> needs_realloc; with one buffer alloc_graph
+ * reserves again (chunk 1 grows to 20: 40), with two it refuses. */
+static void ggml_reallocation(void) {
+    emel_ggml_graph *g1 = NULL, *g2 = NULL;
+    emel_ggml_buffer_type *bt = NULL, *bt2 = NULL;
+    const emel_ggml_buffer_type* types[2];
+    emel_ggml_gallocr *ga = NULL, *two = NULL;
+    size_t x0, x1, x2, x3, y0, y1, y2;
+    uint64_t size = 0;
+    int needs = -1, allocated = -1;
+    emel_ggml_address a;
+
+    OK(emel_ggml_graph_create(&g1));
+    OK(emel_ggml_graph_create(&g2));
+    OK(emel_ggml_buffer_type_create(4, 32, &bt));
+    OK(emel_ggml_buffer_type_create(4, 32, &bt2));
+    if (!g1 || !g2 || !bt || !bt2) goto done;
+    x0 = ggml_input(g1, "x0", 24);
+    x1 = ggml_input(g1, "x1", 16);
+    x2 = ggml_view(g1, "x2", x0, x0, 16, 0);
+    x3 = ggml_add(g1, "x3", 16, EMEL_GGML_OP_INPLACE, 0, x2, x1);
+    ggml_finish(g1, x3);
+    y0 = ggml_input(g2, "y0", 20);
+    y1 = ggml_input(g2, "y1", 20);
+    y2 = ggml_add(g2, "y2", 20, EMEL_GGML_OP_INPLACE, 0, y0, y1);
+    ggml_finish(g2, y2);
+
+    OK(emel_ggml_gallocr_create((const emel_ggml_buffer_type* const*)&bt, 1, "ggml", 0, &ga));
+    if (ga == NULL) goto done;
+    OK(emel_ggml_gallocr_needs_realloc(ga, g1, &needs));
+    CHECK(needs == 1); /* nothing reserved yet */
+    OK(emel_ggml_gallocr_reserve(ga, g1));
+    OK(emel_ggml_gallocr_needs_realloc(ga, g1, &needs));
+    CHECK(needs == 0);
+    OK(emel_ggml_gallocr_alloc_graph(ga, g1, &allocated));
+    OK(emel_ggml_gallocr_get_buffer_size(ga, 0, &size));
+    a = bound(g1, x3);
+    printf("ggml reallocation g1 size=%" PRIu64 " x3=%d/%d/%" PRIu64 "\n", size, a.buffer_id,
+           a.chunk, a.offset);
+    CHECK(allocated == 1 && size == 40);
+    CHECK(a.buffer_id == 0 && a.chunk == 1 && a.offset == 0 && inplace_of(ga, x3) == x1);
+    a = bound(g1, x2); /* the view: its root's place */
+    CHECK(a.buffer_id == 0 && a.chunk == 0 && a.offset == 0);
+
+    OK(emel_ggml_gallocr_needs_realloc(ga, g2, &needs));
+    CHECK(needs == 1);
+    OK(emel_ggml_gallocr_alloc_graph(ga, g2, &allocated));
+    OK(emel_ggml_gallocr_get_buffer_size(ga, 0, &size));
+    a = bound(g2, y2);
+    printf("ggml reallocation g2 size=%" PRIu64 " y2=%d/%d/%" PRIu64 "\n", size, a.buffer_id,
+           a.chunk, a.offset);
+    CHECK(allocated == 1 && size == 40 && inplace_of(ga, y2) == y0);
+    CHECK(a.buffer_id == 0 && a.chunk == 0 && a.offset == 0);
+    OK(emel_ggml_gallocr_needs_realloc(ga, g2, &needs));
+    CHECK(needs == 0);
+
+    types[0] = bt;
+    types[1] = bt2;
+    OK(emel_ggml_gallocr_create(types, 2, "ggml", 0, &two));
+    if (two == NULL) goto done;
+    OK(emel_ggml_gallocr_reserve_n(two, g1, NULL, NULL));
+    a = bound(g2, y1);
+    OK(emel_ggml_gallocr_alloc_graph(two, g2, &allocated));
+    CHECK(allocated == 0); /* several buffers: the caller must reserve again */
+    CHECK(bound(g2, y1).offset == a.offset);
+done:
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_gallocr_destroy(two);
+    emel_ggml_buffer_type_destroy(bt);
+    emel_ggml_buffer_type_destroy(bt2);
+    emel_ggml_graph_destroy(g1);
+    emel_ggml_graph_destroy(g2);
+}
+
+/* A 64 B buffer, align 32: 1 B at 0, 31 B at 32, then out of space. */
+static void ggml_tallocr(void) {
+    emel_ggml_buffer_type* bt = NULL;
+    emel_ggml_tallocr* ta = NULL;
+    uint64_t a = 1, b = 1, c = 7, offset = 0;
+    emel_status st;
+    OK(emel_ggml_buffer_type_create(32, UINT64_MAX, &bt));
+    OK(emel_ggml_tallocr_create(64, bt, &ta));
+    emel_ggml_buffer_type_destroy(bt);
+    if (ta == NULL) return;
+    OK(emel_ggml_tallocr_alloc(ta, 1, "a", &a));
+    OK(emel_ggml_tallocr_alloc(ta, 31, "b", &b));
+    st = emel_ggml_tallocr_alloc(ta, 1, "c", &c);
+    OK(emel_ggml_tallocr_offset(ta, &offset));
+    printf("ggml tallocr a=%" PRIu64 " b=%" PRIu64 " then %s tensor=%s\n", a, b,
+           emel_status_name(st), emel_last_error_tensor());
+    CHECK(a == 0 && b == 32 && offset == 64 && c == 7);
+    CHECK(st == EMEL_ARENA_TOO_SMALL && strcmp(emel_last_error_tensor(), "c") == 0);
+    emel_ggml_tallocr_destroy(ta);
+}
+
+static void ggml_errors(void) {
+    emel_ggml_graph* g = NULL;
+    emel_ggml_buffer_type* bt = (emel_ggml_buffer_type*)&failures;
+    emel_ggml_gallocr* ga = NULL;
+    size_t x, bad = 7, v, vv;
+    emel_status st;
+
+    CHECK(emel_ggml_buffer_type_create(3, 64, &bt) == EMEL_ALIGNMENT_VIOLATION && bt == NULL);
+    OK(emel_ggml_buffer_type_create(8, 64, &bt));
+    st = emel_ggml_gallocr_create((const emel_ggml_buffer_type* const*)&bt, 1, "fastest", 0, &ga);
+    printf("ggml error %s\n", emel_last_error_message());
+    CHECK(st == EMEL_INVALID_ARGUMENT && ga == NULL);
+    OK(emel_ggml_gallocr_create((const emel_ggml_buffer_type* const*)&bt, 1, "ggml", 0, &ga));
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL || ga == NULL) goto done;
+    /* a source that was never added */
+    x = ggml_input(g, "x", 8);
+    OK(emel_ggml_graph_add_tensor(g, "y", 8, EMEL_GGML_OP_OTHER, 0, &bad, 1, NONE_, 0, NULL));
+    OK(emel_ggml_graph_add_node(g, 1));
+    OK(emel_ggml_graph_add_leaf(g, x));
+    st = emel_ggml_gallocr_reserve(ga, g);
+    printf("ggml error %s tensor=%s\n", emel_status_name(st), emel_last_error_tensor());
+    CHECK(st == EMEL_INVALID_IR_SHAPES && strcmp(emel_last_error_tensor(), "y") == 0);
+    CHECK(emel_ggml_gallocr_tensor_address(ga, 0, NULL) == EMEL_INVALID_ARGUMENT);
+    emel_ggml_graph_destroy(g);
+    /* a view of a view: view_src must be the root */
+    g = NULL;
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) goto done;
+    x = ggml_input(g, "x", 16);
+    v = ggml_view(g, "v", x, x, 8, 0);
+    vv = ggml_view(g, "vv", v, v, 4, 0);
+    ggml_finish(g, vv);
+    CHECK(emel_ggml_gallocr_reserve(ga, g) == EMEL_INVALID_IR_SHAPES &&
+          strcmp(emel_last_error_tensor(), "vv") == 0);
+    CHECK(emel_ggml_graph_add_tensor(g, "z", 8, (emel_ggml_op)9, 0, NULL, 0, NONE_, 0, NULL) ==
+          EMEL_INVALID_ARGUMENT);
+    CHECK(emel_ggml_graph_add_node(g, 99) == EMEL_INVALID_ARGUMENT);
+    CHECK(emel_ggml_gallocr_get_buffer_size(ga, 1, NULL) == EMEL_INVALID_ARGUMENT);
+done:
+    emel_ggml_gallocr_destroy(ga);
+    emel_ggml_buffer_type_destroy(bt);
+    emel_ggml_graph_destroy(g);
+    emel_ggml_graph_destroy(NULL);
+    emel_ggml_gallocr_destroy(NULL);
+    emel_ggml_tallocr_destroy(NULL);
+}
+
 int main(void) {
     static const uint64_t tmmu_offsets[] = {1024, 0, 0, 0, 512, 1024};
     static const uint64_t greedy_offsets[] = {0, 0, 1536, 1536, 2048, 0};
@@ -290,6 +700,14 @@ int main(void) {
     }
     check_from_arrays();
     check_place();
+    ggml_max_size_too_many_tensors();
+    ggml_tensor_larger_than_max_size();
+    ggml_not_enough_chunks();
+    ggml_prefer_already_allocated_memory();
+    ggml_multiple_buffer_types();
+    ggml_reallocation();
+    ggml_tallocr();
+    ggml_errors();
     if (failures) {
         printf("FAILED %d check(s)\n", failures);
         return 1;
