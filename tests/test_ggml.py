@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from emel.memory import PlanError
 from emel.memory import ggml as gg
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -248,3 +249,40 @@ def test_strategy_hook_shrinks_ggml_buffers():
         assert auto.inplace_of == exact.inplace_of   # the same in-place decisions
     assert saving["mobilenet_v2-inference"] == 11239424 - 9633792
     assert saving["resnet18-inference"] == 7024640 - 6422528
+
+
+def test_view_src_must_be_the_root():
+    """ggml flattens views: a view whose view_src is itself a view is refused,
+    naming the tensor (never a crash)."""
+    x0 = inp("x0", 16)
+    v = view("v", x0, 8)
+    vv = gg.Tensor("vv", 4, op="VIEW", src=[v], view_src=v)   # not flattened
+    y = op("y", "ADD", 4, vv)
+    y.flags |= gg.OUTPUT
+    ga = gg.GraphAllocator(gg.BufferType(8))
+    with pytest.raises(PlanError) as info:
+        ga.reserve(gg.build_forward([y]))
+    assert info.value.code == "INVALID_IR_SHAPES" and info.value.tensor == "vv"
+    assert ga.get_buffer_size(0) == 0 and not ga.addresses   # nothing was reserved
+
+
+def test_size_that_wraps_when_aligned_is_an_overflow():
+    x0 = inp("x0", 2**64 - 1)
+    y = op("y", "MEAN", 4, x0)
+    y.flags |= gg.OUTPUT
+    with pytest.raises(PlanError) as info:
+        alloc(y, gg.SIZE_MAX, alignment=32)
+    assert info.value.code == "ALLOCATION_OVERFLOW" and str(2**64 - 1) in str(info.value)
+
+
+def test_buffer_ids_must_match_the_graph():
+    x0 = inp("x0", 8)
+    y = op("y", "SCALE", 8, x0)
+    graph = gg.build_forward([y])
+    ga = gg.GraphAllocator([gg.BufferType(8), gg.BufferType(8)])
+    with pytest.raises(PlanError) as info:
+        ga.reserve_n(graph, [0, 0, 0], [0])      # one node, three ids
+    assert info.value.code == "INVALID_IR_SHAPES" and "node_buffer_ids" in str(info.value)
+    with pytest.raises(PlanError) as info:
+        ga.reserve_n(graph, [2], [0])            # buffer id 2 of 2
+    assert info.value.code == "INVALID_IR_SHAPES" and "buffer id 2" in str(info.value)

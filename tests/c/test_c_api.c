@@ -678,6 +678,19 @@ static void ggml_errors(void) {
     CHECK(emel_ggml_graph_add_tensor(g, "z", 8, (emel_ggml_op)9, 0, NULL, 0, NONE_, 0, NULL) ==
           EMEL_INVALID_ARGUMENT);
     CHECK(emel_ggml_graph_add_node(g, 99) == EMEL_INVALID_ARGUMENT);
+    emel_ggml_graph_destroy(g);
+    /* a size that wraps when rounded up to the alignment; a buffer id out of range */
+    g = NULL;
+    OK(emel_ggml_graph_create(&g));
+    if (g == NULL) goto done;
+    x = ggml_input(g, "huge", UINT64_MAX);
+    ggml_finish(g, ggml_add(g, "m", 4, EMEL_GGML_OP_OTHER, 0, x, NONE_));
+    CHECK(emel_ggml_gallocr_reserve(ga, g) == EMEL_ALLOCATION_OVERFLOW);
+    {
+        static const int32_t node_ids[] = {1}, leaf_ids[] = {0};
+        CHECK(emel_ggml_gallocr_reserve_n(ga, g, node_ids, leaf_ids) == EMEL_INVALID_IR_SHAPES);
+        CHECK(strstr(emel_last_error_message(), "node_buffer_ids[0]") != NULL);
+    }
     CHECK(emel_ggml_gallocr_get_buffer_size(ga, 1, NULL) == EMEL_INVALID_ARGUMENT);
 done:
     emel_ggml_gallocr_destroy(ga);

@@ -161,6 +161,14 @@ std::vector<std::vector<uint64_t>> GraphAllocator::plan(const Graph& g,
         throw PlanError(ErrorCode::InvalidIrShapes,
                         "leaf_buffer_ids has " + std::to_string(leaf_buffer_ids.size()) +
                             " entries for " + std::to_string(g.leafs.size()) + " leafs");
+    // Every id, used or not (an in-place node never allocates with its own).
+    for (const auto* ids : {&node_buffer_ids, &leaf_buffer_ids})
+        for (size_t i = 0; i < ids->size(); ++i)
+            if ((*ids)[i] < 0 || static_cast<size_t>((*ids)[i]) >= type_of_.size())
+                throw PlanError(ErrorCode::InvalidIrShapes,
+                                std::string(ids == &node_buffer_ids ? "node" : "leaf") + "_buffer_ids[" +
+                                    std::to_string(i) + "]: buffer id " + std::to_string((*ids)[i]) +
+                                    " out of range (" + std::to_string(type_of_.size()) + " buffer ids)");
     std::vector<DynAllocator> dyn;
     dyn.reserve(types_.size());
     for (const auto& t : types_) dyn.emplace_back(t.alignment, t.max_size);
