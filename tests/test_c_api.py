@@ -53,6 +53,8 @@ EXPECTED_LINES = [
     # ggml-style allocators: llama.cpp test-alloc sizes (shared ggml-alloc behaviour doc)
     "ggml max_size_too_many_tensors size=24 chunks=16,8",
     "ggml tensor_larger_than_max_size size=24 chunks=24",
+    "ggml tensor_larger_than_max_size other layout size=48 chunks=24,24",
+    "ggml tensor_larger_than_max_size same layout size=24 chunks=24",
     "ggml not_enough_chunks size=136 chunks=8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,16",
     "ggml prefer_already_allocated_memory size=28 chunks=28",
     "ggml prefer_already_allocated_memory x2=0/0/0",

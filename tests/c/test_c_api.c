@@ -401,6 +401,17 @@ static void ggml_tensor_larger_than_max_size(void) {
     ga = ggml_reserve("tensor_larger_than_max_size", g, 8, 16, 24);
     if (ga) CHECK(inplace_of(ga, x1) == x0);
     emel_ggml_gallocr_destroy(ga);
+    /* Another layout (say, another type of the same byte size): never in
+     * place, so x1 gets a second oversize chunk: 24 + 24. Equal explicit
+     * layouts are the same layout again. */
+    OK(emel_ggml_graph_set_layout(g, x1, 7));
+    ga = ggml_reserve("tensor_larger_than_max_size other layout", g, 8, 16, 48);
+    if (ga) CHECK(inplace_of(ga, x1) == NONE_);
+    emel_ggml_gallocr_destroy(ga);
+    OK(emel_ggml_graph_set_layout(g, x0, 7));
+    ga = ggml_reserve("tensor_larger_than_max_size same layout", g, 8, 16, 24);
+    if (ga) CHECK(inplace_of(ga, x1) == x0);
+    emel_ggml_gallocr_destroy(ga);
     emel_ggml_graph_destroy(g);
 }
 
