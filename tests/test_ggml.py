@@ -140,7 +140,14 @@ def test_shared_buffer_type_counts_once_and_buffers_only_grow():
     small.flags |= gg.OUTPUT
     ga.reserve(gg.build_forward([small]))
     assert ga.get_buffer_size(0) == 72   # a smaller plan keeps the bigger buffer
-    assert ga.reserve_n_size(gg.build_forward([small])) == [16, 0]
+    assert ga.reserve_n_size(gg.build_forward([small])) == [16, 16]   # no dedupe here
+    assert ga.get_buffer_size(0) == 72   # a plan that fits keeps the buffer
+    big_in = inp("b", 128)
+    big = op("w", "MEAN", 8, big_in)
+    big.flags |= gg.OUTPUT
+    assert ga.reserve_n_size(gg.build_forward([big])) == [136, 136]
+    assert ga.get_buffer_size(0) == 0    # outgrown: freed, not reallocated
+    assert ga.needs_realloc(gg.build_forward([big]))
 
 
 BASELINE = SHARED / "baselines" / "ggml-alloc.tsv"

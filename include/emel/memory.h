@@ -470,9 +470,10 @@ EMEL_API emel_status emel_ggml_gallocr_reserve_n(emel_ggml_gallocr* galloc,
                                                  const emel_ggml_graph* graph,
                                                  const int32_t* node_buffer_ids,
                                                  const int32_t* leaf_buffer_ids);
-/* ggml_gallocr_reserve_n_size: plan without touching the buffers;
- * sizes_out (one per buffer id, caller-allocated) receives the bytes each
- * buffer id would need (0 for an id sharing an earlier id's buffer). */
+/* ggml_gallocr_reserve_n_size: plan without allocating (a buffer the plan
+ * outgrows is freed, as ggml does); sizes_out (one per buffer id,
+ * caller-allocated) receives the bytes each buffer id needs (an id sharing
+ * another id's buffer repeats that size). */
 EMEL_API emel_status emel_ggml_gallocr_reserve_n_size(emel_ggml_gallocr* galloc,
                                                       const emel_ggml_graph* graph,
                                                       const int32_t* node_buffer_ids,

@@ -319,63 +319,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("time_budget_ms"), py::arg("default_alignment"), py::arg("arenas"),
         py::arg("role_arenas"), "Validate and plan a graph.");
 
-    m.def(
-        "ggml_plan",
-        [](const py::list& tensors, const std::vector<int32_t>& nodes,
-           const std::vector<int32_t>& leafs, const std::vector<int32_t>& node_buffer_ids,
-           const std::vector<int32_t>& leaf_buffer_ids,
-           const std::vector<std::pair<uint64_t, uint64_t>>& allocators,
-           const std::vector<int32_t>& allocator_of) {
-            // tensor row: (name, size, layout, view_src, view_offs, flags, op_none, op_inplace, srcs)
-            ggml::Graph g;
-            for (auto item : tensors) {
-                auto r = item.cast<py::tuple>();
-                ggml::Tensor t;
-                t.name = r[0].cast<std::string>();
-                t.size = r[1].cast<uint64_t>();
-                t.layout = r[2].cast<uint64_t>();
-                t.view_src = r[3].cast<int32_t>();
-                t.view_offs = r[4].cast<uint64_t>();
-                t.flags = r[5].cast<uint8_t>();
-                t.op_none = r[6].cast<bool>();
-                t.op_inplace = r[7].cast<bool>();
-                auto srcs = r[8].cast<std::vector<int32_t>>();
-                if (srcs.size() > ggml::kMaxSrc) throw py::value_error("at most 10 sources per tensor");
-                std::copy(srcs.begin(), srcs.end(), t.src);
-                g.tensors.push_back(std::move(t));
-            }
-            g.nodes = nodes;
-            g.leafs = leafs;
-            const auto T = static_cast<int32_t>(g.tensors.size());
-            auto check = [&](int32_t x) {
-                if (x < -1 || x >= T) throw py::value_error("tensor index out of range");
-            };
-            for (const auto& t : g.tensors) {
-                check(t.view_src);
-                for (int32_t s : t.src) check(s);
-            }
-            for (int32_t x : nodes) if (x < 0 || x >= T) throw py::value_error("node index out of range");
-            for (int32_t x : leafs) if (x < 0 || x >= T) throw py::value_error("leaf index out of range");
-            for (int32_t a : allocator_of)
-                if (a < 0 || static_cast<size_t>(a) >= allocators.size())
-                    throw py::value_error("allocator index out of range");
-            std::vector<ggml::DynAllocator> dyn;
-            for (const auto& [alignment, max_size] : allocators) {
-                if (!is_power_of_two(alignment))
-                    throw PlanError(ErrorCode::AlignmentViolation, "buffer type alignment must be a power of two");
-                dyn.emplace_back(alignment, max_size);
-            }
-            ggml::PlanResult r;
-            {
-                py::gil_scoped_release release;
-                r = ggml::plan_graph(g, node_buffer_ids, leaf_buffer_ids, dyn, allocator_of);
-            }
-            std::vector<std::tuple<int32_t, int32_t, uint64_t>> addr;
-            for (const auto& a : r.addr) addr.emplace_back(a.buffer_id, a.chunk, a.offset);
-            return py::make_tuple(addr, r.inplace_of, r.chunk_sizes, r.alloc_step, r.free_step);
-        },
-        "ggml-alloc's planning pass (see emel.memory.ggml).");
-
     py::class_<ggml::TensorAllocator>(m, "GgmlTensorAllocator")
         .def(py::init<uint64_t, uint64_t>(), py::arg("buffer_size"), py::arg("alignment"))
         .def("alloc", &ggml::TensorAllocator::alloc, py::arg("size"), py::arg("name") = "")

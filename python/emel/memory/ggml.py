@@ -240,7 +240,8 @@ class GraphAllocator:
                            for i, p in enumerate(self._core.inplace_of) if p >= 0}
 
     def reserve_n_size(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> list[int]:
-        """Bytes each buffer id would need for `graph` (0 for an id sharing an earlier buffer)."""
+        """Bytes each buffer id needs for `graph` (ids sharing a buffer repeat its size);
+        allocates nothing, and frees a buffer the plan outgrows, as ggml does."""
         core, tensors = self._to_core(graph)
         sizes = self._core.reserve_n_size(core, list(node_buffer_ids or []), list(leaf_buffer_ids or []))
         self._planned(tensors)

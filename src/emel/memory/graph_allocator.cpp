@@ -280,8 +280,18 @@ std::vector<uint64_t> GraphAllocator::reserve_n_size(const Graph& g,
                                                      const std::vector<int32_t>& node_buffer_ids,
                                                      const std::vector<int32_t>& leaf_buffer_ids) {
     const auto chunks = plan(g, node_buffer_ids, leaf_buffer_ids);
+    // As ggml: a buffer the new plan outgrows is freed (not reallocated),
+    // and every id reports its type's new total, shared ids included.
+    for (size_t k = 0; k < chunks.size(); ++k) {
+        const auto& old = buffers_[k];
+        if (!old) continue;
+        for (size_t c = 0; c < chunks[k].size(); ++c)
+            if (chunks[k][c] > (c < old->size() ? (*old)[c] : 0)) {
+                buffers_[k].reset();
+                break;
+            }
+    }
     std::vector<uint64_t> out;
-    std::vector<uint8_t> seen(types_.size(), 0);
     for (int32_t k : type_of_) {
         uint64_t total = 0;
         for (uint64_t c : chunks[static_cast<size_t>(k)]) {
@@ -289,8 +299,7 @@ std::vector<uint64_t> GraphAllocator::reserve_n_size(const Graph& g,
             if (!sum) throw PlanError(ErrorCode::AllocationOverflow, "buffer size exceeds 2^64-1");
             total = *sum;
         }
-        out.push_back(seen[static_cast<size_t>(k)] ? 0 : total);
-        seen[static_cast<size_t>(k)] = 1;
+        out.push_back(total);
     }
     return out;
 }
@@ -302,7 +311,9 @@ bool GraphAllocator::needs_realloc(const Graph& g) const {
     auto stale = [&](int32_t t, const Slot& s) {
         const Tensor& x = g.tensors[static_cast<size_t>(t)];
         if ((x.flags & kHasData) || x.view_src >= 0) return false;
-        return !s.present || s.addr.buffer_id < 0 || s.size < x.size;
+        if (!s.present || s.addr.buffer_id < 0 || s.size < x.size) return true;
+        // reserve_n_size may have freed the buffer the plan points into.
+        return !buffers_[static_cast<size_t>(type_of_[static_cast<size_t>(s.addr.buffer_id)])].has_value();
     };
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Tensor& n = g.tensors[static_cast<size_t>(g.nodes[i])];

@@ -54,13 +54,15 @@ class GraphAllocator {
     // model allocates no real memory.
     bool reserve_n(const Graph& g, const std::vector<int32_t>& node_buffer_ids,
                    const std::vector<int32_t>& leaf_buffer_ids);
-    // ggml_gallocr_reserve_n_size: plan without touching the buffers; bytes
-    // per buffer id (0 for an id sharing an earlier id's buffer).
+    // ggml_gallocr_reserve_n_size: plan without allocating; a buffer the plan
+    // outgrows is freed; returns the new plan's bytes per buffer id (an id
+    // sharing another's buffer repeats its size).
     std::vector<uint64_t> reserve_n_size(const Graph& g,
                                          const std::vector<int32_t>& node_buffer_ids,
                                          const std::vector<int32_t>& leaf_buffer_ids);
     // Counts differ from the last plan, or a node (or one of its sources)
-    // without data was not placed or has grown since.
+    // without data was not placed, has grown since, or points into a buffer
+    // that reserve_n_size freed (ggml would crash there; we re-reserve).
     bool needs_realloc(const Graph& g) const;
     // ggml_gallocr_alloc_graph: re-reserve when needed (only with one buffer
     // id; false with several), then bind every leaf, and per node its
