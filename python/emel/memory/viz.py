@@ -66,6 +66,11 @@ def _arena_index(plan, arena: str) -> int:
     return names.index(arena)
 
 
+def _arena_info(plan, arena: str):
+    _arena_index(plan, arena)  # a clear KeyError for an unknown name
+    return plan.arenas[arena]
+
+
 def _storage_rows(plan, arena: str) -> np.ndarray:
     """Indices of the storage tensors (not views) of ``arena``, in tensor order."""
     index = _arena_index(plan, arena)
@@ -112,7 +117,7 @@ def plot_memory(plan, arena: str | None = None, ax=None):
     """Bytes over steps for one arena (default: :func:`default_arena`)."""
     Figure = _require_matplotlib()
     arena = arena or default_arena(plan)
-    info = plan.arenas[arena]
+    info = _arena_info(plan, arena)
     fig = ax.figure if ax is not None else Figure(figsize=(9, 3.5), layout="constrained")
     ax = ax if ax is not None else fig.add_subplot()
     live, top = live_bytes(plan, arena), high_water(plan, arena)
@@ -146,7 +151,7 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
     from matplotlib.collections import PolyCollection
 
     arena = arena or default_arena(plan)
-    info = plan.arenas[arena]
+    info = _arena_info(plan, arena)
     fig = ax.figure if ax is not None else Figure(figsize=(9, 4.5), layout="constrained")
     ax = ax if ax is not None else fig.add_subplot()
     rows = _storage_rows(plan, arena)
