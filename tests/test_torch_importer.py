@@ -293,3 +293,41 @@ def test_custom_loss_and_errors():
     with pytest.raises(ValueError, match="no parameter that requires grad"):
         mm.from_torch(frozen, (x,), training=True)
     assert model.training  # the model's mode is restored after tracing
+
+
+def test_emel_import_traces_a_factory(tmp_path, monkeypatch, capsys):
+    from emel.memory import import_cli
+
+    (tmp_path / "factory_for_emel.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())\n"
+        "    return model, (torch.randn(2, 8),)\n")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "step.json"
+    assert import_cli.main(["--torch", "factory_for_emel:make", "--training", "-o", str(out)]) == 0
+    assert f"written to {out}" in capsys.readouterr().out
+    g = mm.load_graph(str(out))
+    assert {n["phase"] for n in g.nodes} == {"forward", "backward"}
+    assert sum(mm.graph.tensor_bytes(t) for t in g.tensors
+               if t["role"] == "gradient" and "view_of" not in t) == (8 * 16 + 16) * 4
+    assert import_cli.main(["--torch", "no_colon"]) == 1
+    assert "MODULE:FUNCTION" in capsys.readouterr().err
+
+
+def test_constants_and_dict_outputs():
+    class WithConstant(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4))
+
+        def forward(self, x, y):
+            return {"sum": x + torch.tensor([1.0, 2.0, 3.0, 4.0]), "same": y, "w": self.w}
+
+    g = mm.from_torch(WithConstant(), (torch.randn(4), torch.randn(4)))
+    by_id = {t["id"]: t for t in g.tensors}
+    assert by_id["_tensor_constant0"]["role"] == "parameter"   # captured constant data
+    assert g.outputs == ["add", "y", "w"]                      # in the result's order
+    assert by_id["add"]["role"] == "output" and by_id["y"]["role"] == "input"
+    p = mm.plan(g)
+    assert p.tensors["y"].death == p.steps - 1                # handed back: lives to the end

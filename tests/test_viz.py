@@ -107,3 +107,40 @@ def test_unknown_arena_is_a_clear_error():
     p = mm.plan(small_graph())
     with pytest.raises(KeyError, match="no arena 'gradients'"):
         viz.plot_placement(p, "gradients")
+
+
+def test_labels_do_not_cover_each_other():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    g = examples.load("llama-tiny-inference")
+    fig = mm.plan(g, strategy="auto").plot(labels=12)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    boxes = [t.get_window_extent(canvas.get_renderer()) for t in fig.axes[1].texts]
+    assert len(boxes) == 12
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b)
+
+
+def test_graph_html_table_counts_roles():
+    g = small_graph()
+    g.tensor("av", [128], view_of="a")
+    rows = {r["role"]: r for r in g.summary_rows()}
+    assert rows["activation"] == {"role": "activation", "tensors": 2, "views": 1, "bytes": 6144}
+    assert rows["parameter"]["bytes"] == 1024 and "gradient" not in rows
+    html = g._repr_html_()
+    assert html.startswith("<div><b>Graph</b> chain: 6 tensors, 3 nodes")
+    assert "<td>activation</td><td>2</td><td>1</td><td>6.0 KiB</td>" in html
+
+
+def test_cli_plot_svg_for_a_json_graph(tmp_path, capsys):
+    from emel.memory import cli
+    path = tmp_path / "chain.json"
+    path.write_text(small_graph().to_json())
+    svg = tmp_path / "plan.svg"
+    assert cli.main([str(path), "--strategy", "auto", "--plot", str(svg)]) == 0
+    assert f"plot written to {svg}" in capsys.readouterr().out
+    assert b"<svg" in svg.read_bytes()[:400]
+    assert cli.main([str(path), "--plot", str(tmp_path / "plan.nope")]) == 1
+    assert "cannot write the plot" in capsys.readouterr().err

@@ -170,16 +170,8 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
         ax.add_collection(PolyCollection(
             boxes, facecolors=ROLE_COLORS[role], edgecolors="black", linewidths=0.3,
             alpha=0.85, label=f"{role} ({len(pick)})"))
-    # Name the largest rectangles (bytes x steps), biggest first, ties by tensor order;
-    # narrow ones get vertical text.
-    area = (plan.sizes[rows].astype(np.float64) * (deaths - births))
-    order = sorted(range(len(rows)), key=lambda k: (-area[k], int(rows[k])))
-    span = max(int(plan.steps), 1)
-    for k in order[:max(labels, 0)]:
-        narrow = (deaths[k] - births[k]) / span < 0.05
-        ax.text((births[k] + deaths[k]) / 2, (lows[k] + highs[k]) / 2,
-                plan.tensor_ids[rows[k]], ha="center", va="center", fontsize=7, clip_on=True,
-                rotation=90 if narrow else 0)
+    _label_largest(ax, plan, rows, births, deaths, lows, highs, labels,
+                   y_top=max(info.size, 1) / scale * 1.05)
     ax.axhline(info.size / scale, color="#D55E00", linewidth=1, label="arena size")
     ax.axhline(info.lower_bound / scale, color="#009E73", linestyle="--", linewidth=1,
                label="lower bound")
@@ -192,6 +184,45 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
                           f"{ratio:.3f}× the lower bound ({plan.strategy})")
     ax.legend(loc="upper right", fontsize="small", framealpha=0.85)
     return fig
+
+
+def _overlap(p, q) -> bool:
+    """Whether boxes (x0, x1, y0, y1) overlap."""
+    return p[0] < q[1] and q[0] < p[1] and p[2] < q[3] and q[2] < p[3]
+
+
+def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
+                   fontsize: float = 7.0) -> None:
+    """Name the largest rectangles (bytes x steps), biggest first, ties by tensor order.
+
+    Narrow rectangles get vertical text; a label that would cover one already
+    placed is skipped for the next largest, so the names stay readable.
+    """
+    if labels <= 0 or not len(rows):
+        return
+    span = max(int(plan.steps), 1)
+    width_in, height_in = ax.figure.get_size_inches()
+    box = ax.get_position()
+    # Points per unit of axes fraction, to size text boxes in data-free terms.
+    ax_w, ax_h = max(width_in * box.width * 72, 1.0), max(height_in * box.height * 72, 1.0)
+    area = plan.sizes[rows].astype(np.float64) * (deaths - births)
+    order = sorted(range(len(rows)), key=lambda k: (-area[k], int(rows[k])))
+    placed: list[tuple[float, float, float, float]] = []
+    for k in order[:labels * 8]:
+        if len(placed) == labels:
+            break
+        name = plan.tensor_ids[rows[k]]
+        x, y = (births[k] + deaths[k]) / 2 / span, (lows[k] + highs[k]) / 2 / y_top
+        narrow = (deaths[k] - births[k]) / span < 0.05
+        w, h = len(name) * fontsize * 0.6 / ax_w, fontsize * 1.3 / ax_h
+        if narrow:
+            w, h = h * ax_h / ax_w, w * ax_w / ax_h
+        mine = (x - w / 2, x + w / 2, y - h / 2, y + h / 2)
+        if any(_overlap(mine, other) for other in placed):
+            continue
+        placed.append(mine)
+        ax.text((births[k] + deaths[k]) / 2, (lows[k] + highs[k]) / 2, name, ha="center",
+                va="center", fontsize=fontsize, clip_on=True, rotation=90 if narrow else 0)
 
 
 def plot(plan, arena: str | None = None, graph=None, labels: int = 8):
