@@ -122,3 +122,13 @@ def test_emel_import_writes_the_graph(tmp_path, capsys):
     written = mm.load_graph(str(out))
     assert written.to_dict() == mm.from_onnx(str(path)).to_dict()
     assert json.loads(out.read_text())["format"] == "emel.graph/1"
+
+
+def test_a_value_written_twice_is_refused():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Relu", ["x"], ["a"], name="again")]
+    graph = helper.make_graph(nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])])
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert (e.value.tensor, e.value.node) == ("a", "again")

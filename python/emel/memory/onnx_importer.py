@@ -166,6 +166,10 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
         for k, out in enumerate(node.output):
             if not out:
                 continue
+            if out in tensors:
+                raise PlanError("INVALID_IR_SHAPES",
+                                f"node {node_id!r} ({node.op_type}) writes {out!r}, which is already "
+                                f"defined (ONNX values are assigned once)", tensor=out, node=node_id)
             dims, elem = shape_of(out, f"output {k} of {node.op_type} node {node_id!r}", node_id)
             entry = add(out, dims, elem, "output" if out in output_set else "activation", "")
             data = tensors.get(node.input[0]) if node.input and node.input[0] else None

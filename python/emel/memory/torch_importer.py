@@ -136,9 +136,11 @@ def from_torch(model, example_inputs: Any, training: bool = False, *,
     finally:
         model.train(was_training)
 
-    placeholder_names = (param_names + buffer_names + _input_names(model, len(tensor_slots))
-                         if len(tensor_slots) == len(leaves) else
-                         param_names + buffer_names + [f"input.{i}" for i in range(len(tensor_slots))])
+    # forward()'s parameter names fit when every argument is one tensor.
+    top_level_tensors = len(tensor_slots) == len(leaves) == len(args)
+    placeholder_names = param_names + buffer_names + (
+        _input_names(model, len(args)) if top_level_tensors
+        else [f"input.{i}" for i in range(len(tensor_slots))])
     placeholder_roles = ["parameter"] * (n_params + n_buffers) + ["input"] * len(tensor_slots)
     title = name or f"{type(model).__name__}-{'training' if training else 'inference'}"
     source = (f"emel.memory.from_torch: torch {torch.__version__} make_fx (fake tensors) of "
