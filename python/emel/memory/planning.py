@@ -167,7 +167,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)
     result = Plan(core, graph_name=g.name)
-    result.graph = g  # the roles for plot()
+    result.graph = g
     return result
 
 
@@ -198,6 +198,7 @@ class Plan:
         self._arena_rows: list[dict] = core.arenas
         self._arena_sizes = [row["size"] for row in self._arena_rows]
         self._tensors: dict[str, TensorPlacement] | None = None
+        self.graph: Graph | None = None  # set by plan(): the roles plot() colours by
 
     # -- views --------------------------------------------------------------
     @property
