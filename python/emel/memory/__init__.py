@@ -10,8 +10,21 @@ from .graph import Graph, load_graph
 from .planning import MODES, STRATEGIES, ArenaPlacement, Plan, TensorPlacement, plan, plan_json
 from .placement import Placement, place, read_buffers_csv
 
+
+def from_torch(model, example_inputs, training=False, **kwargs):
+    """Trace a PyTorch module into a Graph (emel.memory.torch_importer; needs ``emel[torch]``)."""
+    from .torch_importer import from_torch as _from_torch
+    return _from_torch(model, example_inputs, training=training, **kwargs)
+
+
+def from_onnx(path_or_model, **kwargs):
+    """Read an ONNX model as a Graph (emel.memory.onnx_importer; needs ``emel[onnx]``)."""
+    from .onnx_importer import from_onnx as _from_onnx
+    return _from_onnx(path_or_model, **kwargs)
+
+
 __all__ = [
     "FAILURE_CODES", "PlanError", "Graph", "load_graph", "MODES", "STRATEGIES",
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
-    "Placement", "place", "read_buffers_csv",
+    "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
 ]

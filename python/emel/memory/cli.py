@@ -1,7 +1,7 @@
 """emel-plan: plan a graph's memory from the command line.
 
-    emel-plan GRAPH.json [--mode inference|forward|backward] [--strategy S] [--alignment N]
-              [--json OUT]
+    emel-plan GRAPH.json|MODEL.onnx [--mode inference|forward|backward] [--strategy S]
+              [--alignment N] [--json OUT] [--plot FILE] [--input-shape NAME=D,D,...]
     emel-plan --example [NAME]
 """
 
@@ -21,7 +21,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="emel-plan",
         description="Plan tensor memory for an emel.graph/1 computation graph and print a "
                     "per-arena summary.")
-    p.add_argument("graph", nargs="?", help="path to an emel.graph/1 JSON file")
+    p.add_argument("graph", nargs="?",
+                   help="path to an emel.graph/1 JSON file, or an ONNX model (.onnx)")
     p.add_argument("--example", nargs="?", const=examples.DEFAULT, metavar="NAME",
                    help=f"plan a bundled example instead ({', '.join(examples.names())}; "
                         f"default {examples.DEFAULT})")
@@ -38,7 +39,41 @@ def _parser() -> argparse.ArgumentParser:
                    help="alignment of every arena in bytes, a power of two (default: 128)")
     p.add_argument("--json", metavar="OUT",
                    help="also write the emel.plan/1 document to OUT ('-' for stdout)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw memory over steps and the placement of the largest "
+                        "non-persistent arena to FILE (.png, .svg or .pdf; needs matplotlib)")
+    add_input_shape_option(p)
     return p
+
+
+def add_input_shape_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
+                   help="fix the shape of an ONNX graph input with symbolic dimensions "
+                        "(repeatable), e.g. --input-shape x=1,3,224,224")
+
+
+def parse_input_shapes(items: list[str]) -> dict:
+    """``["x=1,3,224,224"]`` -> ``{"x": [1, 3, 224, 224]}``; ValueError on a bad item."""
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",") if d.strip() != ""]
+        except ValueError:
+            raise ValueError(f"--input-shape wants NAME=D,D,... (e.g. x=1,3,224,224), got {item!r}") from None
+    return shapes
+
+
+def load_model_or_graph(path: str, input_shapes: dict | None = None):
+    """A Graph from an emel.graph/1 JSON file or, by its .onnx extension, an ONNX model."""
+    if str(path).lower().endswith(".onnx"):
+        from .onnx_importer import from_onnx
+        return from_onnx(path, input_shapes=input_shapes or None)
+    if input_shapes:
+        raise ValueError("--input-shape applies to ONNX models only")
+    return load_graph(path)
 
 
 def summary(result) -> str:
@@ -69,13 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     if (args.graph is None) == (args.example is None):
         _parser().error("give a GRAPH file or --example (not both)")
     try:
-        source = examples.load(args.example) if args.example is not None else load_graph(args.graph)
+        shapes = parse_input_shapes(args.input_shape)
+    except ValueError as e:
+        _parser().error(str(e))
+    try:
+        source = (examples.load(args.example) if args.example is not None
+                  else load_model_or_graph(args.graph, shapes))
         result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
                       fit=args.fit, time_budget_ms=args.time_budget_ms)
     except PlanError as e:
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
-    except (OSError, KeyError) as e:
+    except (OSError, KeyError, ValueError, ImportError) as e:
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
     out = sys.stdout
@@ -87,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(result.to_json(indent=1) + "\n")
         print(f"plan written to {args.json}")
+    if args.plot:
+        try:
+            result.plot().savefig(args.plot, dpi=120)
+        except (ImportError, ValueError, OSError) as e:
+            print(f"emel-plan: cannot write the plot: {e}", file=sys.stderr)
+            return 1
+        print(f"plot written to {args.plot}")
     return 0
 
 

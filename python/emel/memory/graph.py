@@ -250,6 +250,47 @@ class Graph:
         return (f"Graph(name={self.name!r}, tensors={len(self.tensors)}, "
                 f"nodes={len(self.nodes)})")
 
+    def summary_rows(self) -> list[dict]:
+        """Tensors and bytes per role, in role order (views counted apart: they own no bytes)."""
+        rows = {role: {"role": role, "tensors": 0, "views": 0, "bytes": 0} for role in ROLES}
+        for t in self.tensors:
+            row = rows[t["role"]]
+            if "view_of" in t:
+                row["views"] += 1
+            else:
+                row["tensors"] += 1
+                row["bytes"] += tensor_bytes(t)
+        return [row for row in rows.values() if row["tensors"] or row["views"]]
+
+    def _repr_html_(self) -> str:
+        import html
+        from .planning import format_bytes
+        rows = self.summary_rows()
+        body = "".join(f"<tr><td>{r['role']}</td><td>{r['tensors']}</td><td>{r['views']}</td>"
+                       f"<td>{format_bytes(r['bytes'])}</td></tr>" for r in rows)
+        flags = sum(1 for t in self.tensors if t.get("can_inplace"))
+        saved = sum(1 for t in self.tensors if t.get("saved_for_backward"))
+        title = html.escape(f"{self.name or '(unnamed)'}: {len(self.tensors)} tensors, "
+                            f"{len(self.nodes)} nodes, {flags} can_inplace, {saved} saved for backward")
+        return (f"<div><b>Graph</b> {title}<table><tr><th>role</th><th>tensors</th><th>views</th>"
+                f"<th>bytes</th></tr>{body}</table></div>")
+
+
+#: bytes per element of the dtypes the format sizes by shape.
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1,
+               "float8_e5m2": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
+               "bool": 1}
+
+
+def tensor_bytes(entry: dict) -> int:
+    """A tensor entry's bytes: ``nbytes`` when given, else shape x element size."""
+    if "nbytes" in entry:
+        return entry["nbytes"]
+    n = DTYPE_BYTES.get(entry["dtype"], 0)
+    for d in entry["shape"]:
+        n *= d
+    return n
+
 
 def _copy_entry(entry: dict) -> dict:
     out = {}

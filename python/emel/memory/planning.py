@@ -166,7 +166,9 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     g = load_graph(graph)
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)
-    return Plan(core, graph_name=g.name)
+    result = Plan(core, graph_name=g.name)
+    result.graph = g
+    return result
 
 
 def plan_json(document: Any, **kwargs) -> dict:
@@ -196,6 +198,7 @@ class Plan:
         self._arena_rows: list[dict] = core.arenas
         self._arena_sizes = [row["size"] for row in self._arena_rows]
         self._tensors: dict[str, TensorPlacement] | None = None
+        self.graph: Graph | None = None  # set by plan(): the roles plot() colours by
 
     # -- views --------------------------------------------------------------
     @property
@@ -307,6 +310,11 @@ class Plan:
         return self
 
     # -- display ------------------------------------------------------------
+    def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8):
+        """Memory over steps above the placement picture: a matplotlib Figure (emel.memory.viz)."""
+        from . import viz
+        return viz.plot(self, arena=arena, graph=graph, labels=labels)
+
     def summary_rows(self) -> list[dict]:
         rows = []
         for row, size in zip(self._arena_rows, self._arena_sizes):

@@ -1,0 +1,335 @@
+"""from_torch(): a PyTorch module in, an `emel.graph/1` Graph out.
+
+The module is traced with ``make_fx`` under fake tensors, so no real memory is
+touched (a model on the ``meta`` device imports as cheaply as a real one).
+The trace is the ATen-level program that eager PyTorch runs: one node per
+ATen call, in execution order. Tensor facts come from the traced values, not
+from op names:
+
+- a value that shares the storage of an earlier value is a view of that
+  storage's owner, at its real byte offset, covering its real byte span — this
+  catches ``view``/``t``/``expand``/``slice`` and in-place ops (``relu_``,
+  ``add_``) alike, since an in-place result is the same storage;
+- a pointwise op (``torch.Tag.pointwise``) whose result has the shape and
+  dtype of one of its inputs may write over that input (``can_inplace``).
+
+With ``training=True`` the trace is the joint forward+backward program of one
+training step (forward, a scalar loss, ``torch.autograd.grad`` of every
+trainable parameter), with ``phase``, ``saved_for_backward`` and ``gradient``
+roles.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from typing import Any, Callable
+
+from .errors import PlanError
+from .graph import DTYPE_BYTES, Graph
+
+
+def _require_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # pragma: no cover - exercised only without torch
+        raise ImportError("emel.memory.from_torch needs PyTorch: pip install 'emel[torch]'") from None
+    import torch
+    return torch
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _span_bytes(t) -> int:
+    """Bytes of storage a (possibly strided or broadcast) tensor covers."""
+    if t.numel() == 0:
+        return 0
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
+
+def _input_names(model, count: int) -> list[str]:
+    """Names of the forward's positional parameters, when there are enough of them."""
+    try:
+        params = [p for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) >= count:
+        return [p.name for p in params[:count]]
+    return ["input" if count == 1 else f"input.{i}" for i in range(count)]
+
+
+def _default_loss(outputs):
+    """Sum of every floating-point output: a scalar whose gradient reaches every output."""
+    torch = _require_torch()
+    leaves = [t for t in torch.utils._pytree.tree_leaves(outputs)
+              if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not leaves:
+        raise ValueError("from_torch(training=True): the model returns no floating-point tensor "
+                         "to build a loss from; pass loss_fn=")
+    loss = leaves[0].sum()
+    for t in leaves[1:]:
+        loss = loss + t.sum()
+    return loss
+
+
+def from_torch(model, example_inputs: Any, training: bool = False, *,
+               loss_fn: Callable | None = None, name: str | None = None) -> Graph:
+    """Trace ``model(*example_inputs)`` and return its `emel.graph/1` Graph.
+
+    ``example_inputs``: a tensor or a tuple of arguments (tensors, or pytrees of
+    tensors; other values are baked into the trace). Tensors may live on any
+    device, including ``meta``: tracing uses fake tensors and never computes.
+    ``training=True``: the joint forward+backward graph of one step, in train
+    mode, with the loss ``loss_fn(outputs)`` (default: the sum of every
+    floating-point output); the loss and the parameter gradients are the
+    graph's outputs. Parameters and buffers get the role ``parameter``.
+    """
+    torch = _require_torch()
+    from torch.func import functional_call
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils import _pytree as pytree
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"from_torch takes a torch.nn.Module, not {type(model).__name__}")
+    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    param_names, buffer_names = list(params), list(buffers)
+    trainable = [n for n in param_names if params[n].requires_grad] if training else []
+    leaves, spec = pytree.tree_flatten(args)
+    tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    if training and not trainable:
+        raise ValueError("from_torch(training=True): the model has no parameter that requires grad")
+
+    n_params, n_buffers = len(param_names), len(buffer_names)
+    counts = {}
+
+    def step(*flat):
+        p = dict(zip(param_names, flat[:n_params]))
+        b = dict(zip(buffer_names, flat[n_params:n_params + n_buffers]))
+        call_leaves = list(leaves)
+        for slot, value in zip(tensor_slots, flat[n_params + n_buffers:]):
+            call_leaves[slot] = value
+        call_args = pytree.tree_unflatten(call_leaves, spec)
+        out = functional_call(model, {**p, **b}, call_args)
+        if not training:
+            result = tuple(t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            counts["outputs"] = len(result)
+            return result
+        loss = (loss_fn or _default_loss)(out)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError("from_torch(training=True): the loss must be a one-element tensor")
+        grads = torch.autograd.grad(loss, [p[n] for n in trainable], allow_unused=True)
+        return (loss, *grads)
+
+    flat_inputs = ([params[n] for n in param_names] + [buffers[n] for n in buffer_names]
+                   + [leaves[i] for i in tensor_slots])
+    was_training = model.training
+    model.train(training)
+    try:
+        with torch.enable_grad() if training else torch.no_grad():
+            gm = make_fx(step, tracing_mode="fake")(*flat_inputs)
+    finally:
+        model.train(was_training)
+
+    # forward()'s parameter names fit when every argument is one tensor.
+    top_level_tensors = len(tensor_slots) == len(leaves) == len(args)
+    placeholder_names = param_names + buffer_names + (
+        _input_names(model, len(args)) if top_level_tensors
+        else [f"input.{i}" for i in range(len(tensor_slots))])
+    placeholder_roles = ["parameter"] * (n_params + n_buffers) + ["input"] * len(tensor_slots)
+    title = name or f"{type(model).__name__}-{'training' if training else 'inference'}"
+    source = (f"emel.memory.from_torch: torch {torch.__version__} make_fx (fake tensors) of "
+              f"{type(model).__name__}, {'joint forward+backward training step' if training else 'inference'}; "
+              f"views and in-place results found by storage sharing")
+    return _graph_from_fx(gm, placeholder_names, placeholder_roles, training,
+                          grad_names=trainable, name=title, source=source)
+
+
+class _Builder:
+    """Turns traced values into graph tensors, tracking which storage each one owns."""
+
+    def __init__(self, torch):
+        from torch.multiprocessing.reductions import StorageWeakRef
+        self.torch = torch
+        self.weak_ref = StorageWeakRef
+        self.tensors: dict[str, dict] = {}       # id -> entry, in creation order
+        self.owner: dict[Any, tuple[str, int, int]] = {}  # storage -> (id, byte start, bytes)
+        self.taken: set[str] = set()
+
+    def unique(self, wanted: str) -> str:
+        ident, k = wanted, 1
+        while ident in self.taken:
+            ident, k = f"{wanted}#{k}", k + 1
+        self.taken.add(ident)
+        return ident
+
+    def add(self, ident: str, value, role: str) -> dict:
+        """Add a tensor for a traced value; a value on a known storage becomes a view."""
+        dtype = _dtype_name(value.dtype)
+        entry = {"id": ident, "shape": [int(d) for d in value.shape], "dtype": dtype, "role": role}
+        start = int(value.storage_offset()) * value.element_size()
+        span = _span_bytes(value)
+        key = self.weak_ref(value.untyped_storage())
+        if key in self.owner:
+            base, base_start, base_bytes = self.owner[key]
+            offset = start - base_start
+            if offset < 0 or offset + span > base_bytes:
+                raise PlanError("INVALID_IR_SHAPES",
+                                f"traced tensor {ident!r} covers bytes [{offset}, {offset + span}) "
+                                f"of {base!r}, which has {base_bytes} bytes: a view outside the "
+                                f"tensor that owns its storage is not supported", tensor=ident)
+            entry["nbytes"] = span
+            entry["view_of"] = {"base": base, "byte_offset": offset}
+        else:
+            dense = value.numel() * value.element_size()
+            owned = max(dense, span, int(value.untyped_storage().nbytes()) - start)
+            if owned != dense:
+                # The value owns more storage than its shape (a strided result):
+                # plan the storage it really holds.
+                entry["shape"], entry["dtype"] = [owned], "uint8"
+            elif dtype not in DTYPE_BYTES:  # the format sizes only its own dtypes
+                entry["nbytes"] = dense
+            self.owner[key] = (ident, start, owned)
+        self.tensors[ident] = entry
+        return entry
+
+    def root(self, ident: str) -> str:
+        entry = self.tensors[ident]
+        while "view_of" in entry:
+            entry = self.tensors[entry["view_of"]["base"]]
+        return entry["id"]
+
+
+def _tensors_in(value, torch) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_names, name,
+                   source) -> Graph:
+    torch = _require_torch()
+    b = _Builder(torch)
+    for wanted in placeholder_names:
+        b.taken.add(wanted)
+    ids_of: dict[Any, list[str]] = {}     # fx node -> tensor ids it stands for
+    nodes: list[dict] = []
+    pointwise = torch.Tag.pointwise
+    placeholder_index = 0
+    output_ids: list[str] = []
+
+    for fx_node in gm.graph.nodes:
+        if fx_node.op == "placeholder":
+            value = fx_node.meta["val"]
+            ident = placeholder_names[placeholder_index]
+            b.add(ident, value, placeholder_roles[placeholder_index])
+            placeholder_index += 1
+            ids_of[fx_node] = [ident]
+            continue
+        if fx_node.op == "get_attr":            # a constant captured by the trace
+            value = fx_node.meta.get("val")
+            if value is None:
+                value = getattr(gm, fx_node.target)
+            if isinstance(value, torch.Tensor):
+                ident = b.unique(fx_node.name)
+                b.add(ident, value, "parameter")
+                ids_of[fx_node] = [ident]
+            continue
+        if fx_node.op == "output":
+            for arg in torch.utils._pytree.tree_leaves(fx_node.args[0]):
+                if isinstance(arg, torch.fx.Node):
+                    output_ids.extend(ids_of.get(arg, []))
+            continue
+        if fx_node.target is operator.getitem:   # picks one result of a multi-result node
+            parent, index = fx_node.args
+            picked = getattr(parent, "meta", {}).get("_emel_results", {}).get(index)
+            ids_of[fx_node] = [picked] if picked else []
+            continue
+        inputs: list[str] = []
+        for arg in fx_node.all_input_nodes:
+            for ident in ids_of.get(arg, []):
+                if ident not in inputs:
+                    inputs.append(ident)
+        value = fx_node.meta.get("val")
+        results = _tensors_in(value, torch)
+        if not results and not inputs:
+            continue
+        node_id = fx_node.name
+        tags = getattr(fx_node.target, "tags", ())
+        outputs = []
+        by_index = {}
+        multi = not isinstance(value, torch.Tensor)
+        for k, item in enumerate(value if multi and isinstance(value, (list, tuple)) else [value]):
+            if not isinstance(item, torch.Tensor):
+                continue
+            ident = b.unique(f"{fx_node.name}.{k}" if multi else fx_node.name)
+            entry = b.add(ident, item, "activation")
+            if (pointwise in tags and "view_of" not in entry
+                    and any(b.tensors[i]["shape"] == entry["shape"]
+                            and b.tensors[i]["dtype"] == entry["dtype"] for i in inputs)):
+                entry["can_inplace"] = True
+            outputs.append(ident)
+            by_index[k] = ident
+        fx_node.meta["_emel_results"] = by_index
+        ids_of[fx_node] = outputs
+        nodes.append({"id": node_id, "op": str(getattr(fx_node.target, "__name__", fx_node.target))
+                      .replace("aten.", ""), "inputs": inputs, "outputs": outputs})
+
+    _mark_outputs(b, output_ids, training, grad_names)
+    if training:
+        _mark_phases(b, nodes, output_ids[0])
+
+    g = Graph(name=name, source=source)
+    g.tensors = list(b.tensors.values())
+    g.nodes = nodes
+    g.outputs = list(dict.fromkeys(output_ids))
+    # Drop the fx bookkeeping: the graph module may be traced or printed again.
+    for fx_node in gm.graph.nodes:
+        fx_node.meta.pop("_emel_results", None)
+    return g
+
+
+def _mark_outputs(b: _Builder, output_ids: list[str], training: bool, grad_names: list[str]) -> None:
+    """Results the step hands back: the model outputs (inference) or the loss and gradients."""
+    for k, ident in enumerate(output_ids):
+        role = "gradient" if training and k >= 1 else "output"
+        for tid in (ident, b.root(ident)):
+            if b.tensors[tid]["role"] == "activation":
+                b.tensors[tid]["role"] = role
+
+
+def _mark_phases(b: _Builder, nodes: list[dict], loss_id: str) -> None:
+    """Forward = every node up to the last one the loss depends on; backward = the rest.
+
+    Forward tensors (and inputs) that a backward node reads are saved for backward.
+    """
+    producer = {out: k for k, node in enumerate(nodes) for out in node["outputs"]}
+    last_forward, stack, seen = -1, [loss_id], set()
+    while stack:
+        tid = stack.pop()
+        if tid in seen:
+            continue
+        seen.add(tid)
+        k = producer.get(tid)
+        if k is not None:
+            last_forward = max(last_forward, k)
+            stack.extend(nodes[k]["inputs"])
+    forward_made = set()
+    for k, node in enumerate(nodes):
+        node["phase"] = "forward" if k <= last_forward else "backward"
+        if k <= last_forward:
+            forward_made.update(node["outputs"])
+            continue
+        for tid in node["inputs"]:
+            entry = b.tensors[tid]
+            if b.tensors[b.root(tid)]["role"] in ("parameter", "gradient"):
+                continue            # live for the whole step anyway
+            if tid in forward_made or entry["role"] == "input":
+                entry["saved_for_backward"] = True

@@ -1,0 +1,274 @@
+"""Pictures of plans (matplotlib; ``pip install 'emel[plot]'``).
+
+- :func:`plot_memory`: bytes over execution steps for one arena — the live
+  bytes, the placement's high-water mark, the lower bound and the arena size.
+- :func:`plot_placement`: every storage tensor of one arena as a rectangle
+  from its birth to its death (x, steps) and from its offset to offset + size
+  (y, bytes), coloured by role; the largest tensors are labelled.
+- :func:`plot_strategies`: the placement picture of one graph under several
+  strategies, side by side on one byte scale.
+- :func:`plot`: memory over steps above the placement, sharing the step axis
+  (what ``Plan.plot()`` and ``emel-plan --plot`` draw).
+
+Every function returns a ``matplotlib.figure.Figure`` made without pyplot, so
+nothing accumulates in pyplot's figure list; save it with ``fig.savefig``.
+Views are not drawn: they occupy their root tensor's bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .graph import ROLES, load_graph
+
+#: colour of each role (colour-blind-safe palette, Okabe & Ito).
+ROLE_COLORS = {
+    "input": "#0072B2", "parameter": "#999999", "activation": "#E69F00",
+    "gradient": "#D55E00", "optimizer_state": "#CC79A7", "output": "#009E73",
+}
+
+
+def _require_matplotlib():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - exercised only without matplotlib
+        raise ImportError("emel.memory.viz needs matplotlib: pip install 'emel[plot]'") from None
+    return Figure
+
+
+_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def _unit(max_bytes: int, forced: str | None = None) -> tuple[float, str]:
+    if forced is not None:
+        return dict((name, float(scale)) for scale, name in _UNITS + ((1, "B"),))[forced], forced
+    for scale, name in _UNITS:
+        if max_bytes >= 2 * scale:
+            return float(scale), name
+    return 1.0, "B"
+
+
+def default_arena(plan) -> str:
+    """The arena worth drawing: the largest non-persistent one (else the largest)."""
+    arenas = plan.arenas
+    if not arenas:
+        raise ValueError("the plan has no arena to draw")
+    movable = [a for a in arenas.values() if not a.persistent] or list(arenas.values())
+    return max(movable, key=lambda a: (a.size, a.name)).name
+
+
+def _arena_index(plan, arena: str) -> int:
+    names = [row["name"] for row in plan._arena_rows]
+    if arena not in names:
+        raise KeyError(f"the plan has no arena {arena!r}; arenas: {', '.join(names)}")
+    return names.index(arena)
+
+
+def _arena_info(plan, arena: str):
+    _arena_index(plan, arena)  # a clear KeyError for an unknown name
+    return plan.arenas[arena]
+
+
+def _storage_rows(plan, arena: str) -> np.ndarray:
+    """Indices of the storage tensors (not views) of ``arena``, in tensor order."""
+    index = _arena_index(plan, arena)
+    core = plan._core
+    mask = (np.asarray(core.arena_of) == index) & (np.asarray(core.view_base) < 0)
+    return np.flatnonzero(mask)
+
+
+def live_bytes(plan, arena: str) -> np.ndarray:
+    """Bytes of the arena's storage tensors live at each step (its maximum is the lower bound)."""
+    rows = _storage_rows(plan, arena)
+    steps = max(int(plan.steps), 1)
+    delta = np.zeros(steps + 1, dtype=np.int64)
+    sizes = plan.sizes[rows].astype(np.int64)
+    np.add.at(delta, plan.births[rows].astype(np.int64), sizes)
+    np.add.at(delta, plan.deaths[rows].astype(np.int64) + 1, -sizes)
+    return np.cumsum(delta[:-1])
+
+
+def high_water(plan, arena: str) -> np.ndarray:
+    """The highest byte any live tensor of the arena reaches, at each step."""
+    rows = _storage_rows(plan, arena)
+    steps = max(int(plan.steps), 1)
+    top = np.zeros(steps, dtype=np.int64)
+    ends = (plan.offsets[rows] + plan.sizes[rows]).astype(np.int64)
+    for b, d, end in zip(plan.births[rows].tolist(), plan.deaths[rows].tolist(), ends.tolist()):
+        np.maximum(top[b:d + 1], end, out=top[b:d + 1])
+    return top
+
+
+def _roles(plan, graph) -> list[str]:
+    """Role per tensor; without a graph, persistent arenas read as parameters."""
+    graph = graph if graph is not None else getattr(plan, "graph", None)
+    if graph is not None:
+        graph = load_graph(graph)
+        by_id = {t["id"]: t["role"] for t in graph.tensors}
+        return [by_id.get(tid, "activation") for tid in plan.tensor_ids]
+    persistent = [row["persistent"] for row in plan._arena_rows]
+    arena_of = np.asarray(plan._core.arena_of).tolist()
+    return ["parameter" if persistent[a] else "activation" for a in arena_of]
+
+
+def plot_memory(plan, arena: str | None = None, ax=None):
+    """Bytes over steps for one arena (default: :func:`default_arena`)."""
+    Figure = _require_matplotlib()
+    arena = arena or default_arena(plan)
+    info = _arena_info(plan, arena)
+    fig = ax.figure if ax is not None else Figure(figsize=(9, 3.5), layout="constrained")
+    ax = ax if ax is not None else fig.add_subplot()
+    live, top = live_bytes(plan, arena), high_water(plan, arena)
+    scale, unit = _unit(max(info.size, int(live.max(initial=0))))
+    steps = np.arange(len(live))
+    ax.step(steps, live / scale, where="post", color="#0072B2", label="live bytes")
+    ax.step(steps, top / scale, where="post", color="#E69F00", alpha=0.8,
+            label="placement high-water")
+    ax.axhline(info.lower_bound / scale, color="#009E73", linestyle="--",
+               label=f"lower bound {info.lower_bound / scale:.3g} {unit}")
+    ax.axhline(info.size / scale, color="#D55E00", linestyle="-",
+               label=f"arena size {info.size / scale:.3g} {unit}")
+    ax.set_xlabel("execution step")
+    ax.set_ylabel(unit)
+    ax.set_xlim(0, max(len(live) - 1, 1))
+    ax.set_ylim(0, max(info.size, int(live.max(initial=0)), 1) / scale * 1.08)
+    ax.set_title(f"{plan.graph_name or 'plan'} — {arena} over steps ({plan.mode}, {plan.strategy})")
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.85)
+    return fig
+
+
+def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: int = 8,
+                   title: str | None = None, unit: str | None = None):
+    """Each storage tensor of ``arena`` as a rectangle: x = [birth, death + 1), y = [offset, offset + size).
+
+    ``graph`` gives the roles (default: the graph the plan was made from).
+    ``labels``: how many of the largest tensors to name in their rectangle.
+    ``unit``: B, KiB, MiB or GiB for the byte axis (default: by the arena size).
+    """
+    Figure = _require_matplotlib()
+    from matplotlib.collections import PolyCollection
+
+    arena = arena or default_arena(plan)
+    info = _arena_info(plan, arena)
+    fig = ax.figure if ax is not None else Figure(figsize=(9, 4.5), layout="constrained")
+    ax = ax if ax is not None else fig.add_subplot()
+    rows = _storage_rows(plan, arena)
+    roles = _roles(plan, graph)
+    scale, unit = _unit(max(info.size, 1), unit)
+    births = plan.births[rows].astype(np.float64)
+    deaths = plan.deaths[rows].astype(np.float64) + 1.0
+    lows = plan.offsets[rows].astype(np.float64) / scale
+    highs = (plan.offsets[rows] + plan.sizes[rows]).astype(np.float64) / scale
+    for role in ROLES:
+        pick = [k for k, i in enumerate(rows.tolist()) if roles[i] == role]
+        if not pick:
+            continue
+        boxes = [((births[k], lows[k]), (deaths[k], lows[k]), (deaths[k], highs[k]),
+                  (births[k], highs[k])) for k in pick]
+        ax.add_collection(PolyCollection(
+            boxes, facecolors=ROLE_COLORS[role], edgecolors="black", linewidths=0.3,
+            alpha=0.85, label=f"{role} ({len(pick)})"))
+    _label_largest(ax, plan, rows, births, deaths, lows, highs, labels,
+                   y_top=max(info.size, 1) / scale * 1.05)
+    ax.axhline(info.size / scale, color="#D55E00", linewidth=1, label="arena size")
+    ax.axhline(info.lower_bound / scale, color="#009E73", linestyle="--", linewidth=1,
+               label="lower bound")
+    ax.set_xlim(0, max(int(plan.steps), 1))
+    ax.set_ylim(0, max(info.size, 1) / scale * 1.05)
+    ax.set_xlabel("execution step")
+    ax.set_ylabel(f"offset ({unit})")
+    ratio = info.size / info.lower_bound if info.lower_bound else float("nan")
+    ax.set_title(title or f"{plan.graph_name or 'plan'} — {arena}: {info.size / scale:.3g} {unit}, "
+                          f"{ratio:.3f}× the lower bound ({plan.strategy})")
+    ax.legend(loc="upper right", fontsize="small", framealpha=0.85)
+    return fig
+
+
+def _overlap(p, q) -> bool:
+    """Whether boxes (x0, x1, y0, y1) overlap."""
+    return p[0] < q[1] and q[0] < p[1] and p[2] < q[3] and q[2] < p[3]
+
+
+def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
+                   fontsize: float = 7.0) -> None:
+    """Name the largest rectangles (bytes x steps), biggest first, ties by tensor order.
+
+    Narrow rectangles get vertical text; a label that would cover one already
+    placed is skipped for the next largest, so the names stay readable.
+    """
+    if labels <= 0 or not len(rows):
+        return
+    span = max(int(plan.steps), 1)
+    width_in, height_in = ax.figure.get_size_inches()
+    box = ax.get_position()
+    # Points per unit of axes fraction, to size text boxes in data-free terms.
+    ax_w, ax_h = max(width_in * box.width * 72, 1.0), max(height_in * box.height * 72, 1.0)
+    area = plan.sizes[rows].astype(np.float64) * (deaths - births)
+    order = sorted(range(len(rows)), key=lambda k: (-area[k], int(rows[k])))
+    placed: list[tuple[float, float, float, float]] = []
+    for k in order[:labels * 8]:
+        if len(placed) == labels:
+            break
+        name = plan.tensor_ids[rows[k]]
+        x, y = (births[k] + deaths[k]) / 2 / span, (lows[k] + highs[k]) / 2 / y_top
+        narrow = (deaths[k] - births[k]) / span < 0.05
+        w, h = len(name) * fontsize * 0.6 / ax_w, fontsize * 1.3 / ax_h
+        if narrow:
+            w, h = h * ax_h / ax_w, w * ax_w / ax_h
+        mine = (x - w / 2, x + w / 2, y - h / 2, y + h / 2)
+        if any(_overlap(mine, other) for other in placed):
+            continue
+        placed.append(mine)
+        ax.text((births[k] + deaths[k]) / 2, (lows[k] + highs[k]) / 2, name, ha="center",
+                va="center", fontsize=fontsize, clip_on=True, rotation=90 if narrow else 0)
+
+
+def plot(plan, arena: str | None = None, graph=None, labels: int = 8):
+    """Memory over steps (top) above the placement picture (bottom) for one arena."""
+    Figure = _require_matplotlib()
+    arena = arena or default_arena(plan)
+    fig = Figure(figsize=(10, 7.5), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1, 2])
+    plot_memory(plan, arena, ax=top)
+    plot_placement(plan, arena, graph=graph, ax=bottom, labels=labels)
+    return fig
+
+
+def plot_strategies(graph, strategies: Sequence[str] | None = None, mode: str = "inference",
+                    arena: str | None = None, labels: int = 0, **plan_kwargs):
+    """One graph planned with each strategy, placement pictures side by side on one byte scale."""
+    Figure = _require_matplotlib()
+    from .planning import STRATEGIES, plan as make_plan
+
+    g = load_graph(graph)
+    strategies = list(strategies or STRATEGIES)
+    plans = [make_plan(g, mode=mode, strategy=s, **plan_kwargs) for s in strategies]
+    arena = arena or default_arena(plans[0])
+    fig = Figure(figsize=(4 * len(plans), 4.5), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(plans), sharey=True))
+    top = max(p.arenas[arena].size for p in plans)
+    scale, unit = _unit(max(top, 1))
+    for ax, p in zip(axes, plans):
+        info = p.arenas[arena]
+        ratio = info.size / info.lower_bound if info.lower_bound else float("nan")
+        plot_placement(p, arena, graph=g, ax=ax, labels=labels, unit=unit,
+                       title=f"{p.strategy}: {info.size / scale:.3g} {unit}, {ratio:.3f}× bound")
+    axes[0].set_ylim(0, top / scale * 1.05)
+    for ax in axes[1:]:
+        ax.set_ylabel("")
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.remove()
+    fig.suptitle(f"{g.name or 'graph'} — {arena} arena, mode {mode}")
+    return fig
+
+
+def save(fig, path: str, dpi: int = 120) -> None:
+    """Write a figure as PNG, SVG or PDF (by the file's extension)."""
+    fig.savefig(path, dpi=dpi)
+
+
+__all__ = ["ROLE_COLORS", "default_arena", "high_water", "live_bytes", "plot", "plot_memory",
+           "plot_placement", "plot_strategies", "save"]

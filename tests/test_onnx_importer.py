@@ -1,0 +1,154 @@
+"""from_onnx, emel-plan on .onnx files and emel-import: small models built with onnx.helper."""
+
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import emel.memory as mm  # noqa: E402
+from emel.memory import cli, import_cli  # noqa: E402
+
+B, D, H = 4, 16, 32
+
+
+def mlp_model(batch=B, out_type=None):
+    """x[B,D] -> MatMul W1 -> Add b1 -> Relu -> Reshape [B,2,H/2] -> Flatten -> MatMul W2 -> y."""
+    inits = [numpy_helper.from_array(np.zeros((D, H), np.float32), "W1"),
+             numpy_helper.from_array(np.zeros((H,), np.float32), "b1"),
+             numpy_helper.from_array(np.array([-1, 2, H // 2], np.int64), "shape"),
+             numpy_helper.from_array(np.zeros((H, D), np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="fc1"),
+             helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),
+             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["r3"], name="reshape"),
+             helper.make_node("Flatten", ["r3"], ["r2"], name="flatten", axis=1),
+             helper.make_node("MatMul", ["r2", "W2"], ["y"], name="fc2")]
+    graph = helper.make_graph(nodes, "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, D])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_type)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_roles_views_bytes_and_lower_bound():
+    g = mm.from_onnx(mlp_model())
+    by_id = {t["id"]: t for t in g.tensors}
+    assert len(g.tensors) == 4 + 1 + 6 and len(g.nodes) == 6
+    assert {t["id"] for t in g.tensors if t["role"] == "parameter"} == {"W1", "b1", "shape", "W2"}
+    assert by_id["x"]["role"] == "input" and by_id["y"]["role"] == "output" and g.outputs == ["y"]
+    assert by_id["y"]["shape"] == [B, D]
+    # Reshape and Flatten alias their data input; Add and Relu may run in place.
+    assert by_id["r3"]["view_of"] == {"base": "r", "byte_offset": 0} and by_id["r3"]["shape"] == [B, 2, H // 2]
+    assert by_id["r2"]["view_of"] == {"base": "r3", "byte_offset": 0} and by_id["r2"]["nbytes"] == B * H * 4
+    assert by_id["hb"].get("can_inplace") and by_id["r"].get("can_inplace")
+    assert not by_id["h"].get("can_inplace")            # MatMul is not elementwise
+    plan = mm.plan(g)
+    assert plan.arenas["parameters"].lower_bound == (D * H + H + H * D) * 4 + 3 * 8
+    # Live together at the most: h and hb (the bias add), each B x H floats.
+    assert plan.arenas["activations"].lower_bound == 2 * B * H * 4
+    assert plan.tensors["r2"].offset == plan.tensors["r"].offset
+
+
+def test_identity_of_a_graph_input_returned_as_output_is_a_copy():
+    nodes = [helper.make_node("Identity", ["x"], ["same"], name="id"),
+             helper.make_node("Squeeze", ["x"], ["sq"], name="squeeze"),
+             helper.make_node("Unsqueeze", ["sq", "axes"], ["back"], name="unsqueeze")]
+    graph = helper.make_graph(
+        nodes, "passthrough", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 8])],
+        [helper.make_tensor_value_info("same", TensorProto.FLOAT16, None),
+         helper.make_tensor_value_info("back", TensorProto.FLOAT16, None)],
+        [numpy_helper.from_array(np.array([0], np.int64), "axes")])
+    g = mm.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    by_id = {t["id"]: t for t in g.tensors}
+    assert "view_of" not in by_id["same"]                  # handed back: the runtime copies
+    assert by_id["sq"]["view_of"] == {"base": "x", "byte_offset": 0} and by_id["sq"]["shape"] == [8]
+    assert by_id["back"]["view_of"]["base"] == "sq" and by_id["back"]["dtype"] == "float16"
+
+
+def test_symbolic_input_named_and_fixed_with_input_shapes():
+    model = mlp_model(batch="N")
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_onnx(model)
+    assert e.value.code == "INVALID_IR_SHAPES" and e.value.tensor == "x" and "'N'" in str(e.value)
+    g = mm.from_onnx(model, input_shapes={"x": [B, D]})
+    assert mm.plan(g).arenas["activations"].lower_bound == 2 * B * H * 4
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_onnx(model, input_shapes={"z": [1]})
+    assert e.value.tensor == "z"
+
+
+def test_first_unknown_shape_is_named():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Mystery", ["a"], ["b"], name="mystery", domain="custom"),
+             helper.make_node("Relu", ["b"], ["c"], name="relu2")]
+    graph = helper.make_graph(nodes, "opaque", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("custom", 1)])
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_onnx(model)
+    assert (e.value.code, e.value.tensor, e.value.node) == ("INVALID_IR_SHAPES", "b", "mystery")
+
+
+def test_paths_and_bytes_load(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(), str(path))
+    from_path = mm.from_onnx(str(path)).to_dict()
+    assert from_path == mm.from_onnx(path.read_bytes()).to_dict()
+    assert from_path["name"] == "mlp"
+
+
+def test_emel_plan_reads_onnx_and_plots(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(batch="N"), str(path))
+    png = tmp_path / "plan.png"
+    assert cli.main([str(path), "--input-shape", f"x={B},{D}", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mlp: mode inference") and f"plot written to {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main([str(path)]) == 1                      # symbolic batch without a shape
+    assert "'x'" in capsys.readouterr().err
+
+
+def test_emel_import_writes_the_graph(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(), str(path))
+    out = tmp_path / "mlp.json"
+    assert import_cli.main([str(path), "-o", str(out)]) == 0
+    assert "11 tensors, 6 nodes" in capsys.readouterr().out
+    written = mm.load_graph(str(out))
+    assert written.to_dict() == mm.from_onnx(str(path)).to_dict()
+    assert json.loads(out.read_text())["format"] == "emel.graph/1"
+
+
+def test_a_value_written_twice_is_refused():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Relu", ["x"], ["a"], name="again")]
+    graph = helper.make_graph(nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])])
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert (e.value.tensor, e.value.node) == ("a", "again")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_exported_models_agree_with_from_torch():
+    """A model exported to ONNX and the same model traced by from_torch peak at the same bytes."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    from test_torch_importer import ConvBlock, TinyTransformer
+
+    torch.manual_seed(0)
+    for model, x in ((ConvBlock().eval(), torch.randn(2, 3, 16, 16)),
+                     (TinyTransformer().eval(), torch.randint(0, 64, (2, 12)))):
+        buffer = io.BytesIO()
+        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+        from_onnx = mm.plan(mm.from_onnx(buffer.getvalue()), strategy="auto")
+        from_torch = mm.plan(mm.from_torch(model, (x,)), strategy="auto")
+        assert (from_onnx.arenas["activations"].lower_bound
+                == from_torch.arenas["activations"].lower_bound)
+        from_onnx.verify()      # (the Relu runs in place: below the bound is fine)

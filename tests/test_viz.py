@@ -1,0 +1,146 @@
+"""emel.memory.viz: the pictures render and hold the artists they should."""
+
+import io
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+from matplotlib.collections import PolyCollection  # noqa: E402
+
+import emel.memory as mm  # noqa: E402
+from emel.memory import examples, viz  # noqa: E402
+
+
+def small_graph():
+    g = mm.Graph(name="chain")
+    g.tensor("x", [256], role="input")
+    g.tensor("w", [256], role="parameter")
+    g.tensor("a", [512])
+    g.tensor("b", [1024])
+    g.tensor("y", [128], role="output")
+    g.node("n0", "f", ["x", "w"], ["a"])
+    g.node("n1", "g", ["a"], ["b"])
+    g.node("n2", "h", ["b"], ["y"])
+    return g
+
+
+def png_bytes(fig):
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def test_live_bytes_and_high_water_by_hand():
+    p = mm.plan(small_graph(), strategy="greedy_by_size", alignment=1)
+    # x dies at step 0; a lives 0-1; b 1-2; y 2 (output, to the last step).
+    assert viz.live_bytes(p, "activations").tolist() == [1024 + 2048, 2048 + 4096, 4096 + 512]
+    assert viz.live_bytes(p, "activations").max() == p.arenas["activations"].lower_bound
+    top = viz.high_water(p, "activations")
+    assert top.tolist() == [max(p.tensors[t].offset + p.tensors[t].size for t in live)
+                            for live in (("x", "a"), ("a", "b"), ("b", "y"))]
+
+
+def test_placement_has_one_rectangle_per_storage_tensor_coloured_by_role():
+    p = mm.plan(small_graph(), alignment=1)
+    fig = viz.plot_placement(p, "activations", labels=2)
+    ax = fig.axes[0]
+    polys = {c.get_label(): c for c in ax.collections if isinstance(c, PolyCollection)}
+    assert sorted(polys) == ["activation (2)", "input (1)", "output (1)"]
+    box = polys["input (1)"].get_paths()[0].vertices
+    t = p.tensors["x"]
+    assert ax.get_ylabel() == "offset (KiB)"
+    assert box[:, 0].min() == t.birth and box[:, 0].max() == t.death + 1
+    assert np.isclose(box[:, 1].min() * 1024, t.offset) and np.isclose(box[:, 1].max() * 1024, t.offset + t.size)
+    assert [text.get_text() for text in ax.texts] == ["b", "a"]      # largest rectangles first
+    assert {round(line.get_ydata()[0] * 1024) for line in ax.lines} == {
+        p.arenas["activations"].size, p.arenas["activations"].lower_bound}
+    assert png_bytes(fig)[:4] == b"\x89PNG"
+
+
+def test_roles_come_from_the_plans_graph_or_the_arena():
+    p = mm.plan(small_graph(), alignment=1)
+    fig = viz.plot_placement(p, "parameters")
+    labels = [c.get_label() for c in fig.axes[0].collections]
+    assert labels == ["parameter (1)"]
+    p.graph = None                                   # no graph: persistent arenas read as parameters
+    fig = viz.plot_placement(p, "activations")
+    assert [c.get_label() for c in fig.axes[0].collections] == ["activation (4)"]
+
+
+def test_plan_plot_draws_memory_above_placement():
+    g = examples.load("resnet18-inference")
+    p = mm.plan(g, strategy="auto")
+    fig = p.plot()
+    top, bottom = fig.axes
+    assert top.get_xlabel() == "execution step" and "over steps" in top.get_title()
+    live = top.lines[0].get_ydata()
+    unit = top.get_ylabel()
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+    assert np.isclose(max(live) * scale, p.arenas["activations"].lower_bound)
+    assert [l.get_label() for l in top.lines] == [
+        "live bytes", "placement high-water",
+        f"lower bound {p.arenas['activations'].lower_bound / scale:.3g} {unit}",
+        f"arena size {p.arenas['activations'].size / scale:.3g} {unit}"]
+    storage = sum(1 for t in p.tensors.values() if t.arena == "activations" and t.view_of is None)
+    assert sum(len(c.get_paths()) for c in bottom.collections) == storage
+    assert len(bottom.texts) == 8
+    svg = io.BytesIO()
+    fig.savefig(svg, format="svg")
+    assert b"<svg" in svg.getvalue()[:400]
+
+
+def test_strategies_side_by_side_share_one_byte_scale():
+    g = examples.load("llama-tiny-inference")
+    fig = viz.plot_strategies(g, ["tmmu", "greedy_by_size"])
+    assert len(fig.axes) == 2
+    titles = [ax.get_title() for ax in fig.axes]
+    plans = [mm.plan(g, strategy=s) for s in ("tmmu", "greedy_by_size")]
+    for title, p in zip(titles, plans):
+        a = p.arenas["activations"]
+        assert title.startswith(p.strategy) and f"{a.size / a.lower_bound:.3f}× bound" in title
+    assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()
+    assert fig.axes[1].get_legend() is None and fig.axes[0].get_legend() is not None
+
+
+def test_unknown_arena_is_a_clear_error():
+    p = mm.plan(small_graph())
+    with pytest.raises(KeyError, match="no arena 'gradients'"):
+        viz.plot_placement(p, "gradients")
+
+
+def test_labels_do_not_cover_each_other():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    g = examples.load("llama-tiny-inference")
+    fig = mm.plan(g, strategy="auto").plot(labels=12)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    boxes = [t.get_window_extent(canvas.get_renderer()) for t in fig.axes[1].texts]
+    assert len(boxes) == 12
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b)
+
+
+def test_graph_html_table_counts_roles():
+    g = small_graph()
+    g.tensor("av", [128], view_of="a")
+    rows = {r["role"]: r for r in g.summary_rows()}
+    assert rows["activation"] == {"role": "activation", "tensors": 2, "views": 1, "bytes": 6144}
+    assert rows["parameter"]["bytes"] == 1024 and "gradient" not in rows
+    html = g._repr_html_()
+    assert html.startswith("<div><b>Graph</b> chain: 6 tensors, 3 nodes")
+    assert "<td>activation</td><td>2</td><td>1</td><td>6.0 KiB</td>" in html
+
+
+def test_cli_plot_svg_for_a_json_graph(tmp_path, capsys):
+    from emel.memory import cli
+    path = tmp_path / "chain.json"
+    path.write_text(small_graph().to_json())
+    svg = tmp_path / "plan.svg"
+    assert cli.main([str(path), "--strategy", "auto", "--plot", str(svg)]) == 0
+    assert f"plot written to {svg}" in capsys.readouterr().out
+    assert b"<svg" in svg.read_bytes()[:400]
+    assert cli.main([str(path), "--plot", str(tmp_path / "plan.nope")]) == 1
+    assert "cannot write the plot" in capsys.readouterr().err
