@@ -2,7 +2,9 @@
 // Arrays are made here over the engine's memory with the ArenaMemory object
 // as their base, so the bytes outlive the engine for as long as any array
 // holds them; NumPy then provides __dlpack__. Engine errors become
-// emel.memory.PlanError with their own codes.
+// emel.memory.PlanError with their own codes. Calls on an existing engine
+// keep the GIL: the engine is not thread-safe, and the GIL serialises them
+// (only the constructor, which no other thread can see yet, releases it).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -121,7 +123,6 @@ void bind_arenas(py::module_& m) {
             [](ArenaEngine& e, const CorePlan& c, const U64Array& offset, const U32Array& birth,
                const U32Array& death, const std::vector<uint64_t>& arena_sizes, bool zero) {
                 Plan p = plan_as_edited(c, offset, birth, death, arena_sizes);
-                py::gil_scoped_release release;
                 e.apply(c.graph, std::move(p), zero);
             },
             py::arg("plan"), py::arg("offset"), py::arg("birth"), py::arg("death"),
@@ -155,20 +156,13 @@ void bind_arenas(py::module_& m) {
                  return reinterpret_cast<uintptr_t>(e.address(tensor_index(e, t)));
              })
         .def("zero_tensor", [](ArenaEngine& e, int64_t t) { e.zero_tensor(tensor_index(e, t)); })
-        .def("zero_all", [](ArenaEngine& e) {
-            py::gil_scoped_release release;
-            e.zero_all();
-        })
+        .def("zero_all", [](ArenaEngine& e) { e.zero_all(); })
         .def("debug_fill_tensor",
              [](ArenaEngine& e, int64_t t) { e.debug_fill_tensor(tensor_index(e, t)); })
         .def(
             "commit",
             [](ArenaEngine& e, bool include_data) {
-                CommitRecord r;
-                {
-                    py::gil_scoped_release release;
-                    r = e.commit(include_data);
-                }
+                const CommitRecord r = e.commit(include_data);
                 py::dict d;
                 d["step"] = r.step;
                 d["state_hash"] = to_hex(r.state_hash);
@@ -185,11 +179,7 @@ void bind_arenas(py::module_& m) {
             py::arg("include_data"))
         .def("verify_execution",
              [](ArenaEngine& e) {
-                 ExecutionReport r;
-                 {
-                     py::gil_scoped_release release;
-                     r = e.verify_execution();
-                 }
+                 const ExecutionReport r = e.verify_execution();
                  py::dict d;
                  d["steps"] = r.steps;
                  d["tensors_written"] = r.tensors_written;
