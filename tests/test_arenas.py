@@ -146,6 +146,14 @@ def test_base_alignment_and_capacity():
     plan = mm.plan(small_graph(), alignment=1)
     for row in mm.Arenas(plan).info():
         assert row["alignment"] == 64 and row["address"] % 64 == 0
+    # A tensor asking for more than its arena: the base carries it.
+    g = small_graph()
+    g.tensors[2]["alignment"] = 4096  # h
+    plan = mm.plan(g, alignment=8)
+    arenas = mm.Arenas(plan)
+    assert arenas.address("h") % 4096 == 0 and arenas.array("h").flags.aligned
+    assert {r["name"]: r["alignment"] for r in arenas.info()} == {"activations": 4096,
+                                                                   "parameters": 64}
     plan = mm.plan(small_graph(), arenas={"activations": {"capacity_bytes": 4096}})
     arenas = mm.Arenas(plan)
     assert arenas.info()[0]["allocated"] <= 4096

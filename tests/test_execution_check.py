@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 import emel.memory as mm
@@ -92,19 +92,6 @@ def test_shared_graph_corruption_of_each_strategy_is_caught():
         assert (e.value.tensor, e.value.overwritten_by) == (victim, intruder), strategy
         with pytest.raises(mm.PlanError, match="ADDRESS_COLLISION"):
             plan.verify()
-
-
-@given(graphs(max_nodes=60), plan_kwargs(), st.sampled_from(mm.STRATEGIES), st.integers(0, 2**64 - 1))
-def test_random_graphs_execute_without_clobbering(doc, kwargs, strategy, seed):
-    plan = mm.plan(doc, strategy=strategy, time_budget_ms=5, **kwargs)
-    try:
-        arenas = mm.Arenas(plan, zero=False, memory_bytes_budget=BYTES_CAP, pattern_seed=seed)
-    except mm.PlanError as e:
-        assert e.code == "QUOTA_EXCEEDED" and plan.total_bytes > BYTES_CAP
-        assume(False)
-    report = mm.verify_execution(plan, arenas)
-    assert report.steps == len(doc["nodes"])
-    assert arenas.ledger.bytes_allocated == plan.total_bytes
 
 
 # -- pooling allocator ------------------------------------------------------------
@@ -186,3 +173,74 @@ def test_exact_pools_halve_fresh_allocations_over_the_shared_graphs():
         fresh += r["allocated"]
         tensors += r["tensors"]
     assert fresh <= tensors / 2
+
+
+def _intruder_pair(doc, plan):
+    """(victim, intruder, first read): a storage tensor moved onto a live one.
+
+    The intruder is written while the victim holds its bytes and fits inside
+    it, and neither has views; the victim is read by a node after the intruder
+    is written. None when the graph has no such pair.
+    """
+    t = plan.tensors
+    viewed = {x["view_of"]["base"] for x in doc["tensors"] if x.get("view_of")}
+    order = plan.graph.execution_order or [n["id"] for n in plan.graph.nodes]
+    nodes = {n["id"]: n for n in plan.graph.nodes}
+    reads, written = {}, {}  # written: the step a tensor's bytes are written (0: at the start)
+    for step, nid in enumerate(order):
+        for tid in nodes[nid]["inputs"]:
+            reads.setdefault(tid, []).append(step)
+        for tid in nodes[nid]["outputs"]:
+            written[tid] = step
+    storage = sorted(k for k, v in t.items() if v.view_of is None and k not in viewed)
+    for a in storage:
+        for b in storage:
+            ta, tb = t[a], t[b]
+            if a == b or ta.arena != tb.arena or b not in written:
+                continue
+            # b written while a holds its bytes, into a's range
+            if not written.get(a, 0) < written[b] <= ta.death or not 8 <= tb.size <= ta.size:
+                continue
+            later = [s for s in reads.get(a, ()) if s > written[b]]
+            if later:
+                return a, b, min(later)
+    return None
+
+
+@given(graphs(max_nodes=60), plan_kwargs(), st.sampled_from(mm.STRATEGIES), st.integers(0, 2**64 - 1))
+def test_random_graphs_execute_and_a_corrupted_offset_is_caught(doc, kwargs, strategy, seed):
+    """Every random plan executes without clobbering; then, as a mutation
+    test, one tensor is moved onto a live one and the walk must name the
+    victim, the intruder and the step of the victim's next read."""
+    plan = mm.plan(doc, strategy=strategy, time_budget_ms=5, **kwargs)
+    try:
+        arenas = mm.Arenas(plan, zero=False, memory_bytes_budget=BYTES_CAP, pattern_seed=seed)
+    except mm.PlanError as e:
+        assert e.code == "QUOTA_EXCEEDED" and plan.total_bytes > BYTES_CAP
+        assume(False)
+    report = mm.verify_execution(plan, arenas)
+    assert report.steps == len(doc["nodes"])
+    assert arenas.ledger.bytes_allocated == plan.total_bytes
+
+    found = _intruder_pair(doc, plan)
+    event("mutated" if found else "no pair to mutate")
+    if found is None:
+        return
+    victim, intruder, first_read = found
+    i = plan.tensor_ids.index(intruder)
+    if plan.offsets[i] == plan.tensors[victim].offset:
+        event("pair already shares an offset")
+        return  # already there: a legal in-place pair, nothing moved
+    plan.offsets[i] = plan.tensors[victim].offset
+    try:
+        arenas.apply(plan, zero=False)
+    except mm.PlanError as e:  # the intruder needs a stricter alignment than the spot has
+        assert e.code == "ALIGNMENT_VIOLATION" and e.tensor == intruder
+        event("refused: alignment")
+        return
+    with pytest.raises(mm.PlanError) as e:
+        mm.verify_execution(plan, arenas)
+    err = e.value
+    assert err.code == "ADDRESS_COLLISION"
+    assert (err.tensor, err.step, err.overwritten_by) == (victim, first_read, intruder)
+    assert err.byte_offset < plan.tensors[intruder].size

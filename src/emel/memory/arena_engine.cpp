@@ -38,7 +38,17 @@ void advise_huge_pages(void* p, uint64_t size) {
 #endif
 }
 
-uint64_t base_alignment(const ArenaPlan& a) { return std::max(a.alignment, kMinBaseAlignment); }
+// A tensor may ask for more than its arena's alignment (its own `alignment`,
+// or a view's): the plan aligns its offset, the base must carry the rest.
+std::vector<uint64_t> base_alignments(const Graph& g, const Plan& plan) {
+    std::vector<uint64_t> align(plan.arenas.size(), kMinBaseAlignment);
+    for (size_t a = 0; a < plan.arenas.size(); ++a) align[a] = std::max(align[a], plan.arenas[a].alignment);
+    for (uint32_t t = 0; t < g.num_tensors; ++t) {
+        const uint64_t need = g.is_view(t) ? g.alignment[t] : plan.effective_alignment[t];
+        align[plan.arena_of[t]] = std::max(align[plan.arena_of[t]], need);
+    }
+    return align;
+}
 
 // Fixed-width big-endian appends for the state hash layout.
 void put_u8(std::vector<uint8_t>& out, uint8_t v) { out.push_back(v); }
@@ -169,11 +179,12 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
     auto memory = std::make_shared<ArenaMemory>();
     memory->wipe_on_release = options_.execution_mode != ExecutionMode::Standard;
     memory->arenas.reserve(plan.arenas.size());
+    const std::vector<uint64_t> alignments = base_alignments(g, plan);
     for (const auto& a : plan.arenas) {
         ArenaBuffer b;
         b.name = a.name;
         b.size = a.size;
-        b.alignment = base_alignment(a);
+        b.alignment = alignments[memory->arenas.size()];
         if (a.size == 0) {
             b.base = g_empty_arena;
         } else {
