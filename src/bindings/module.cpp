@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "bindings.hpp"
+#include "core_plan.hpp"
 #include "emel/memory/checked_math.hpp"
 #include "emel/memory/errors.hpp"
 #include "emel/memory/ggml_alloc.hpp"
@@ -103,13 +104,6 @@ PlanOptions make_options(const std::string& mode, const std::string& strategy,
     }
     return opt;
 }
-
-// A planned graph: the validated graph and its plan, kept together so the plan
-// can be re-checked after a caller edits it.
-struct CorePlan {
-    std::shared_ptr<const Graph> graph;
-    Plan plan;
-};
 
 py::dict arena_dict(const ArenaPlan& a) {
     py::dict d;
@@ -374,4 +368,6 @@ PYBIND11_MODULE(_core, m) {
     // Areas bound in their own files (src/bindings/*.cpp).
     bind_sha256(m);
     bind_ggml(m);
+    bind_arenas(m);
+    bind_pooling(m);
 }

@@ -9,6 +9,8 @@ from .errors import FAILURE_CODES, PlanError
 from .graph import Graph, load_graph
 from .planning import MODES, STRATEGIES, ArenaPlacement, Plan, TensorPlacement, plan, plan_json
 from .placement import Placement, place, read_buffers_csv
+from .arenas import Arenas, verify_execution
+from .pooling import PoolingAllocator
 
 
 def from_torch(model, example_inputs, training=False, **kwargs):
@@ -27,4 +29,5 @@ __all__ = [
     "FAILURE_CODES", "PlanError", "Graph", "load_graph", "MODES", "STRATEGIES",
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
     "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
+    "Arenas", "verify_execution", "PoolingAllocator",
 ]

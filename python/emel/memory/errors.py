@@ -13,16 +13,32 @@ FAILURE_CODES = (
     "ADDRESS_COLLISION",
 )
 
+#: Codes of the arena engine (docs/arenas.md), beside the planner's.
+ENGINE_FAILURE_CODES = (
+    "QUOTA_EXCEEDED",
+    "DEBUG_FILL_FORBIDDEN",
+    "ZEROING_REQUIRED",
+    "ALLOCATION_FAILED",
+    "INVALID_ARGUMENT",
+)
+
 
 class PlanError(ValueError):
     """A graph, a configuration or a plan that cannot be planned or trusted.
 
-    ``code`` is one of :data:`FAILURE_CODES`; ``tensor``, ``node`` and ``arena``
-    name what is wrong (``None`` when not applicable).
+    ``code`` is one of :data:`FAILURE_CODES` (or, from the arena engine, of
+    :data:`ENGINE_FAILURE_CODES`); ``tensor``, ``node`` and ``arena`` name what
+    is wrong (``None`` when not applicable). A clobber found by
+    ``verify_execution`` also sets ``step``, ``byte_offset`` and
+    ``overwritten_by``.
     """
 
+    step = None
+    byte_offset = None
+    overwritten_by = None
+
     def __init__(self, code, message, tensor=None, node=None, arena=None):
-        if code not in FAILURE_CODES:
+        if code not in FAILURE_CODES and code not in ENGINE_FAILURE_CODES:
             raise ValueError(f"unknown failure code {code!r}")
         super().__init__(f"[{code}] {message}")
         self.code = code

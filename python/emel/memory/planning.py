@@ -166,9 +166,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     g = load_graph(graph)
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)
-    result = Plan(core, graph_name=g.name)
-    result.graph = g
-    return result
+    return Plan(core, graph_name=g.name, graph=g)
 
 
 def plan_json(document: Any, **kwargs) -> dict:
@@ -184,9 +182,10 @@ class Plan:
     :meth:`verify` re-checks them, so an edited plan is re-checkable.
     """
 
-    def __init__(self, core, graph_name: str = ""):
+    def __init__(self, core, graph_name: str = "", graph: Graph | None = None):
         self._core = core
         self.graph_name = graph_name
+        self.graph = graph  # shapes and dtypes for Arenas.array (a reference, no copy)
         self.mode: str = core.mode
         self.strategy: str = core.strategy
         self.steps: int = core.steps
@@ -198,7 +197,6 @@ class Plan:
         self._arena_rows: list[dict] = core.arenas
         self._arena_sizes = [row["size"] for row in self._arena_rows]
         self._tensors: dict[str, TensorPlacement] | None = None
-        self.graph: Graph | None = None  # set by plan(): the roles plot() colours by
 
     # -- views --------------------------------------------------------------
     @property
@@ -303,6 +301,11 @@ class Plan:
     def to_json(self, indent: int | None = None) -> str:
         """The document as text, keys sorted: equal plans are equal strings."""
         return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
+
+    def allocate(self, **options) -> "Arenas":
+        """Back this plan with real memory: ``Arenas(self, **options)`` (docs/arenas.md)."""
+        from .arenas import Arenas
+        return Arenas(self, **options)
 
     def verify(self) -> "Plan":
         """Re-run the self-check (no live overlap, alignment) on the arrays as they are."""
