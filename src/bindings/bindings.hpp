@@ -5,4 +5,4 @@
 #include <pybind11/pybind11.h>
 
 void bind_sha256(pybind11::module_& m);
-void bind_cbor(pybind11::module_& m);
+void bind_determinism(pybind11::module_& m);

@@ -458,5 +458,5 @@ PYBIND11_MODULE(_core, m) {
 
     // Areas bound in their own files (src/bindings/*.cpp).
     bind_sha256(m);
-    bind_cbor(m);
+    bind_determinism(m);
 }

@@ -9,9 +9,10 @@ from .errors import FAILURE_CODES, PlanError
 from .graph import Graph, load_graph
 from .planning import MODES, STRATEGIES, ArenaPlacement, Plan, TensorPlacement, plan, plan_json
 from .placement import Placement, place, read_buffers_csv
+from .checkpoint import CheckpointError, restore
 
 __all__ = [
     "FAILURE_CODES", "PlanError", "Graph", "load_graph", "MODES", "STRATEGIES",
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
-    "Placement", "place", "read_buffers_csv",
+    "Placement", "place", "read_buffers_csv", "CheckpointError", "restore",
 ]

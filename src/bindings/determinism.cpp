@@ -1,12 +1,16 @@
-// _core.cbor_dumps(value) -> bytes: the core's canonical CBOR writer, exposed
-// so the tests can hold it to RFC 8949's examples and to cbor2. Converts
-// Python values to cbor::Value and nothing more.
+// The determinism contract's entry points (docs/determinism.md):
+// _core.cbor_dumps(value) -> bytes, the core's canonical CBOR writer, exposed
+// so the tests can hold it to RFC 8949's examples and to cbor2 (converts
+// Python values to cbor::Value and nothing more); _core.ir_hash(graph) -> hex,
+// the IR hash of a validated graph without planning it.
 #include <pybind11/pybind11.h>
 
 #include <string>
 
 #include "bindings.hpp"
 #include "emel/memory/cbor.hpp"
+#include "emel/memory/graph.hpp"
+#include "emel/memory/plan.hpp"
 
 namespace py = pybind11;
 using emel::memory::cbor::Value;
@@ -58,7 +62,7 @@ Value to_value(const py::handle& obj, int depth) {
 
 }  // namespace
 
-void bind_cbor(py::module_& m) {
+void bind_determinism(py::module_& m) {
     m.def(
         "cbor_dumps",
         [](const py::object& value) {
@@ -66,4 +70,11 @@ void bind_cbor(py::module_& m) {
             return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
         },
         py::arg("value"), "Canonical CBOR (RFC 8949 §4.2.1) written by the C++ core.");
+    m.def(
+        "ir_hash",
+        [](const emel::memory::GraphInput& in) {
+            py::gil_scoped_release release;
+            return emel::memory::to_hex(emel::memory::ir_hash(in, emel::memory::build_graph(in)));
+        },
+        py::arg("graph"), "Validate a graph and return its ir_hash (hex).");
 }
