@@ -36,7 +36,7 @@ MODES = ("inference", "forward", "backward")
 def shuffled(document: dict, rng: random.Random) -> dict:
     """The same graph with its lists (except execution order) and keys reordered."""
     doc = copy.deepcopy(document)
-    if "execution_order" not in doc:
+    if doc.get("execution_order") is None:   # absent or null: the node order
         doc["execution_order"] = [n["id"] for n in doc["nodes"]]
     rng.shuffle(doc["tensors"])
     rng.shuffle(doc["nodes"])

@@ -16,6 +16,7 @@ from . import cbor
 
 TRACE_FORMAT = "emel.trace/1"
 RECORD_KINDS = ("allocation_header", "tensor", "summary")
+_FIRST = {"record": 0, "id": 1, "ir_hash": 2, "mode": 3}
 
 
 def trace_records(plan: dict) -> list[dict]:
@@ -97,7 +98,8 @@ def first_difference(expected: list[dict], actual: list[dict]) -> str | None:
         if e == a:
             continue
         what = f"record {i + 1} ({e.get('record')}{' ' + repr(e['id']) if 'id' in e else ''})"
-        for key in sorted(set(e) | set(a)):
+        # What identifies the record (and, in the header, the graph) first.
+        for key in sorted(set(e) | set(a), key=lambda k: (k not in _FIRST, _FIRST.get(k, 0), k)):
             if e.get(key, "<missing>") != a.get(key, "<missing>"):
                 return (f"{what}, field {key!r}: expected {e.get(key, '<missing>')!r}, "
                         f"got {a.get(key, '<missing>')!r}")
