@@ -25,14 +25,16 @@ needs_shared = pytest.mark.skipif(not GRAPHS and not os.environ.get("CI"),
 
 @needs_shared
 def test_every_cell_with_one_seed():
-    rows = e0.matrix(seeds=2, graphs=GRAPHS)    # seed 0 (as given) and seed 1 (reordered)
+    # seed 1 reorders the document (seed 0, the document as given, is what
+    # test_shared_graphs.py compares)
+    rows = e0.matrix(seeds=1, graphs=GRAPHS, first_seed=1)
     assert len(rows) == len(GRAPHS) * 3 * 3 == 54
     assert [f for r in rows for f in r["failures"]] == []
 
 
 @needs_shared
 def test_ten_seeds_on_one_graph():
-    rows = e0.matrix(seeds=10, graphs=[SHARED / "resnet18-training.json"])
+    rows = e0.matrix(seeds=10, graphs=[SHARED / "resnet18-inference.json"])
     assert {(r["preset"], r["mode"]) for r in rows} == {
         (p, m) for p in ("inference", "train_full", "remat_enabled") for m in e0.MODES}
     assert all(r["passed"] == 10 for r in rows), [r["failures"] for r in rows]
