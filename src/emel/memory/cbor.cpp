@@ -32,17 +32,20 @@ void Writer::head(uint8_t major, uint64_t n) {
         out.push_back(m | 27);
         big_endian(8);
     }
+    spill();
 }
 
 void Writer::bytes(const void* data, size_t len) {
     head(2, len);
     const auto* p = static_cast<const uint8_t*>(data);
     out.insert(out.end(), p, p + len);
+    spill();
 }
 
 void Writer::text(std::string_view s) {
     head(3, s.size());
     out.insert(out.end(), s.begin(), s.end());
+    spill();
 }
 
 namespace {

@@ -11,12 +11,26 @@
 #include <string_view>
 #include <vector>
 
+#include "emel/memory/sha256.hpp"
+
 namespace emel::memory::cbor {
 
 // Streaming writer: the caller gives array and map lengths up front. For
 // maps the caller must write keys in canonical order; Value below sorts them.
+// With a hasher attached, the bytes go to it in chunks instead of piling up
+// in `out` (a million-tensor plan hash then needs no 100 MB buffer).
 class Writer {
 public:
+    Writer() = default;
+    explicit Writer(Sha256* sink) : sink_(sink) {}
+    // Hands any buffered bytes to the hasher (call before finishing it).
+    void flush() {
+        if (sink_ && !out.empty()) {
+            sink_->update(out.data(), out.size());
+            out.clear();
+        }
+    }
+
     void uint(uint64_t n) { head(0, n); }
     void negative(uint64_t n) { head(1, n); }  // encodes the integer -1 - n
     void bytes(const void* data, size_t len);
@@ -32,6 +46,8 @@ public:
 
 private:
     void head(uint8_t major, uint64_t n);
+    void spill() { if (sink_ && out.size() >= (1u << 16)) flush(); }
+    Sha256* sink_ = nullptr;
 };
 
 // A CBOR value as a tree, for structures with maps (their keys are sorted at

@@ -16,7 +16,15 @@ namespace {
 using cbor::Value;
 using cbor::Writer;
 
-Digest digest_of(const Writer& w) { return sha256(w.out); }
+// Streams a structure straight into SHA-256.
+struct HashingWriter {
+    Sha256 hasher;
+    Writer w{&hasher};
+    Digest finish() {
+        w.flush();
+        return hasher.finish();
+    }
+};
 
 void write_digest(Writer& w, const Digest& d) { w.bytes(d.data(), d.size()); }
 
@@ -27,7 +35,13 @@ std::vector<uint32_t> tensors_in_id_order(const Graph& g) {
     return order;
 }
 
-void write_sorted_unique(Writer& w, std::vector<std::string> ids) {
+template <typename It>
+void write_sorted_unique(Writer& w, It first, It last) {
+    if (first == last) {  // the common case: no allocation
+        w.array(0);
+        return;
+    }
+    std::vector<std::string> ids(first, last);
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     w.array(ids.size());
@@ -35,12 +49,12 @@ void write_sorted_unique(Writer& w, std::vector<std::string> ids) {
 }
 
 Digest execution_order_hash(const Graph& g) {
-    Writer w;
-    w.array(2);
-    w.text("emel_execution_order_v1");
-    w.array(g.step_node_id.size());
-    for (const auto& id : g.step_node_id) w.text(id);
-    return digest_of(w);
+    HashingWriter h;
+    h.w.array(2);
+    h.w.text("emel_execution_order_v1");
+    h.w.array(g.step_node_id.size());
+    for (const auto& id : g.step_node_id) h.w.text(id);
+    return h.finish();
 }
 
 Digest arena_config_hash(const Plan& p) {
@@ -69,7 +83,7 @@ Digest default_replay_token(const Digest& ir, Mode mode) {
     w.array(2);
     write_digest(w, ir);
     w.text(mode_name(mode));
-    return digest_of(w);
+    return sha256(w.out);
 }
 
 // [replay_token, rows]; a row per storage tensor in id order:
@@ -119,7 +133,8 @@ void write_logical_address_table(Writer& w, const Graph& g, const Plan& p,
 
 // ["emel_ir_v1", tensors, nodes, outputs] -- see docs/determinism.md §2.
 Digest ir_hash(const GraphInput& in, const Graph& g) {
-    Writer w;
+    HashingWriter h;
+    Writer& w = h.w;
     w.array(4);
     w.text("emel_ir_v1");
     const auto order = tensors_in_id_order(g);
@@ -143,9 +158,8 @@ Digest ir_hash(const GraphInput& in, const Graph& g) {
         } else {
             w.null();
         }
-        write_sorted_unique(w, std::vector<std::string>(
-                                   in.must_not_alias.begin() + in.must_not_alias_start[t],
-                                   in.must_not_alias.begin() + in.must_not_alias_start[t + 1]));
+        write_sorted_unique(w, in.must_not_alias.begin() + in.must_not_alias_start[t],
+                            in.must_not_alias.begin() + in.must_not_alias_start[t + 1]);
     }
     std::vector<uint32_t> nodes(in.num_nodes());
     std::iota(nodes.begin(), nodes.end(), 0u);
@@ -166,8 +180,8 @@ Digest ir_hash(const GraphInput& in, const Graph& g) {
             for (uint64_t i = (*start)[k]; i < (*start)[k + 1]; ++i) w.text((*flat)[i]);
         }
     }
-    write_sorted_unique(w, in.outputs);
-    return digest_of(w);
+    write_sorted_unique(w, in.outputs.begin(), in.outputs.end());
+    return h.finish();
 }
 
 void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Plan& p) {
@@ -184,7 +198,8 @@ void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Pla
     p.world_size = opt.world_size;
 
     const auto order = tensors_in_id_order(g);
-    Writer w;
+    HashingWriter hw;
+    Writer& w = hw.w;
     w.array(2);
     w.text("tmmu_plan_v1");
     w.array(9);
@@ -197,7 +212,7 @@ void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Pla
     write_digest(w, h.shard_spec);
     write_slot_assignment_table(w, g, p, order);
     write_logical_address_table(w, g, p, order);
-    h.plan = digest_of(w);
+    h.plan = hw.finish();
 }
 
 }  // namespace emel::memory
