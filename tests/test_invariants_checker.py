@@ -96,14 +96,20 @@ def test_fixture_plan_passes():
 def test_fixture_plan_matches_implementations():
     """The hand-computed plan is what both planners produce (when present)."""
     import emel.memory as mm
+    # The hash fields (docs/determinism.md) are not hand-computed here; both
+    # planners must agree on them.
+    determinism_keys = ("hashes", "replay_token", "rank", "world_size")
+    without = lambda d: {k: v for k, v in d.items() if k not in determinism_keys}  # noqa: E731
     if hasattr(mm, "plan"):
-        assert mm.plan(_graph()).to_dict() == PLAN
+        assert without(mm.plan(_graph()).to_dict()) == PLAN
     try:
         from emel.memory import reference
     except ImportError:
         reference = None
     if reference is not None:
-        assert reference.plan(_graph()) == PLAN
+        assert without(reference.plan(_graph())) == PLAN
+        if hasattr(mm, "plan"):
+            assert reference.plan(_graph()) == mm.plan(_graph()).to_dict()
     if not hasattr(mm, "plan") and reference is None:
         pytest.skip("no planner available yet")
 

@@ -323,7 +323,8 @@ def test_document_keys_exactly():
     g = residual(True)
     g["tensors"].append(T("yv", (4,), base="y", byte_offset=4))
     p = reference.plan(g, arenas={"activations": {"capacity_bytes": 10**6}})
-    assert set(p) == {"format", "graph", "mode", "strategy", "steps", "arenas", "tensors", "metrics"}
+    assert set(p) == {"format", "graph", "mode", "strategy", "steps", "arenas", "tensors", "metrics",
+                      "hashes", "replay_token", "rank", "world_size"}   # the last four: determinism.md
     assert (p["format"], p["graph"], p["strategy"], p["steps"]) == ("emel.plan/1", "test", "tmmu", 3)
     assert set(p["tensors"]["a"]) == {"arena", "offset", "size", "slot", "birth", "death"}
     assert set(p["tensors"]["b"]) == {"arena", "offset", "size", "slot", "birth", "death", "inplace_of"}

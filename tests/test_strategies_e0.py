@@ -102,7 +102,8 @@ def check_offset_plan(graph, plan, mode, *, strategy, fit="best", arenas=None, a
     for tid in f.ids:
         arena_of[tid] = arena_of[f.root[tid]]
 
-    assert set(plan) == {"format", "graph", "mode", "strategy", "steps", "arenas", "tensors", "metrics"}, sorted(plan)
+    assert set(plan) == {"format", "graph", "mode", "strategy", "steps", "arenas", "tensors", "metrics",
+                         "hashes", "replay_token", "rank", "world_size"}, sorted(plan)  # determinism.md
     assert plan["format"] == "emel.plan/1"
     assert plan["graph"] == (graph.get("name") or "")
     assert plan["mode"] == mode and plan["strategy"] == strategy

@@ -8,3 +8,4 @@ void bind_sha256(pybind11::module_& m);
 void bind_ggml(pybind11::module_& m);
 void bind_arenas(pybind11::module_& m);   // arenas.cpp: the arena engine
 void bind_pooling(pybind11::module_& m);  // pooling.cpp: the pooling allocator
+void bind_determinism(pybind11::module_& m);

@@ -268,6 +268,24 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("death", [](const CorePlan& c) { return to_numpy(c.plan.live.death); })
         .def_property_readonly("inplace_of",
                                [](const CorePlan& c) { return to_numpy_index(c.plan.inplace_of); })
+        .def_property_readonly("hashes",
+                               [](const CorePlan& c) {
+                                   const PlanHashes& h = c.plan.hashes;
+                                   py::dict d;
+                                   d["ir_hash"] = to_hex(h.ir);
+                                   d["execution_order_hash"] = to_hex(h.execution_order);
+                                   d["arena_config_hash"] = to_hex(h.arena_config);
+                                   d["shard_spec_hash"] = to_hex(h.shard_spec);
+                                   d["plan_hash"] = to_hex(h.plan);
+                                   return d;
+                               })
+        .def_property_readonly("replay_token",
+                               [](const CorePlan& c) {
+                                   const Digest& t = c.plan.replay_token;
+                                   return py::bytes(reinterpret_cast<const char*>(t.data()), t.size());
+                               })
+        .def_property_readonly("rank", [](const CorePlan& c) { return c.plan.rank; })
+        .def_property_readonly("world_size", [](const CorePlan& c) { return c.plan.world_size; })
         .def_property_readonly("arenas",
                                [](const CorePlan& c) {
                                    py::list out;
@@ -298,20 +316,30 @@ PYBIND11_MODULE(_core, m) {
         "plan",
         [](const GraphInput& in, const std::string& mode, const std::string& strategy,
            const std::string& fit, uint64_t time_budget_ms, uint64_t default_alignment,
-           const py::dict& arenas, const std::map<int, std::string>& role_arenas) {
+           const py::dict& arenas, const std::map<int, std::string>& role_arenas,
+           const py::bytes& replay_token, uint64_t rank, uint64_t world_size,
+           const std::map<std::string, uint64_t>& shard_spec) {
             PlanOptions opt = make_options(mode, strategy, fit, time_budget_ms, default_alignment,
                                            arenas, role_arenas);
+            const std::string token = replay_token;
+            opt.replay_token.assign(token.begin(), token.end());
+            opt.rank = rank;
+            opt.world_size = world_size;
+            opt.shard_spec = shard_spec;
             py::gil_scoped_release release;
             validate_options(opt);  // configuration errors come before graph errors
             auto graph = std::make_shared<const Graph>(build_graph(in));
             auto core = std::make_unique<CorePlan>();
             core->graph = graph;
             core->plan = make_plan(*graph, opt);
+            hash_plan(in, *graph, opt, core->plan);
             return core;
         },
         py::arg("graph"), py::arg("mode"), py::arg("strategy"), py::arg("fit"),
         py::arg("time_budget_ms"), py::arg("default_alignment"), py::arg("arenas"),
-        py::arg("role_arenas"), "Validate and plan a graph.");
+        py::arg("role_arenas"), py::arg("replay_token") = py::bytes(), py::arg("rank") = 0,
+        py::arg("world_size") = 1, py::arg("shard_spec") = std::map<std::string, uint64_t>(),
+        "Validate, plan and hash a graph.");
 
     py::class_<ggml::TensorAllocator>(m, "GgmlTensorAllocator")
         .def(py::init<uint64_t, uint64_t>(), py::arg("buffer_size"), py::arg("alignment"))
@@ -370,4 +398,5 @@ PYBIND11_MODULE(_core, m) {
     bind_ggml(m);
     bind_arenas(m);
     bind_pooling(m);
+    bind_determinism(m);
 }

@@ -9,6 +9,7 @@ from .errors import FAILURE_CODES, PlanError
 from .graph import Graph, load_graph
 from .planning import MODES, STRATEGIES, ArenaPlacement, Plan, TensorPlacement, plan, plan_json
 from .placement import Placement, place, read_buffers_csv
+from .checkpoint import CheckpointError, restore
 from .arenas import Arenas, verify_execution
 from .pooling import PoolingAllocator
 
@@ -30,4 +31,5 @@ __all__ = [
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
     "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
     "Arenas", "verify_execution", "PoolingAllocator",
+    "CheckpointError", "restore",
 ]

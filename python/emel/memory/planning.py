@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import _core
+from .determinism import check_determinism_args
 from .errors import PlanError
 from .graph import ROLES, Graph, load_graph
 
@@ -143,7 +144,9 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
 def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
          arenas: Mapping | None = None, alignment: int | None = None, *,
          fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
-         role_arenas: Mapping | None = None) -> "Plan":
+         role_arenas: Mapping | None = None, replay_token: bytes | None = None,
+         rank: int = 0, world_size: int = 1,
+         shard_spec: Mapping[str, int] | None = None) -> "Plan":
     """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
 
     ``mode``: inference, forward or backward. ``strategy``: tmmu (default),
@@ -153,7 +156,10 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
     ``alignment``: the default alignment of every arena (128).
     ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
-    tensors to another arena. Raises PlanError with the failure code and the
+    tensors to another arena. ``replay_token`` (32 bytes; default derived
+    from the graph and mode), ``rank``, ``world_size`` and ``shard_spec``
+    (``{tensor id: axis}``) are inputs of the plan hash (docs/determinism.md)
+    and never move a tensor. Raises PlanError with the failure code and the
     offending id.
     """
     if mode not in MODES:
@@ -163,10 +169,14 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
         alignment, "alignment")
     config = check_arena_config(arenas)
     roles = check_role_arenas(role_arenas)
+    token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
     g = load_graph(graph)
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
-                      default_alignment, config, roles)
-    return Plan(core, graph_name=g.name, graph=g)
+                      default_alignment, config, roles, token or b"", rank, world_size, spec)
+    options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
+               "alignment": default_alignment, "arenas": config,
+               "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
+    return Plan(core, graph_name=g.name, graph=g, options=options)
 
 
 def plan_json(document: Any, **kwargs) -> dict:
@@ -182,10 +192,19 @@ class Plan:
     :meth:`verify` re-checks them, so an edited plan is re-checkable.
     """
 
-    def __init__(self, core, graph_name: str = "", graph: Graph | None = None):
+    def __init__(self, core, graph_name: str = "", graph: Graph | None = None,
+                 options: dict | None = None):
         self._core = core
         self.graph_name = graph_name
         self.graph = graph  # shapes and dtypes for Arenas.array (a reference, no copy)
+        self._options = options or {}
+        #: The hashes of docs/determinism.md, hex: ir_hash, execution_order_hash,
+        #: arena_config_hash, shard_spec_hash, plan_hash (of the plan as planned).
+        self.hashes: dict[str, str] = core.hashes
+        self.plan_hash: str = self.hashes["plan_hash"]
+        self.replay_token: bytes = core.replay_token
+        self.rank: int = core.rank
+        self.world_size: int = core.world_size
         self.mode: str = core.mode
         self.strategy: str = core.strategy
         self.steps: int = core.steps
@@ -296,6 +315,10 @@ class Plan:
             "arenas": arenas,
             "tensors": self._tensor_entries(full=False),
             "metrics": self._metrics(),
+            "hashes": dict(self.hashes),
+            "replay_token": self.replay_token.hex(),
+            "rank": self.rank,
+            "world_size": self.world_size,
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -306,6 +329,12 @@ class Plan:
         """Back this plan with real memory: ``Arenas(self, **options)`` (docs/arenas.md)."""
         from .arenas import Arenas
         return Arenas(self, **options)
+
+    def checkpoint(self) -> bytes:
+        """The plan as canonical CBOR bytes (docs/determinism.md §7);
+        :func:`emel.memory.restore` rebuilds it."""
+        from .checkpoint import checkpoint_bytes
+        return checkpoint_bytes(self.to_dict(), self._options)
 
     def verify(self) -> "Plan":
         """Re-run the self-check (no live overlap, alignment) on the arrays as they are."""

@@ -19,6 +19,7 @@ section, and the comments cite the section they implement::
     layout             (§5)
     check_plan         (§6, the self-check)
     metrics            (§7)
+    ir_hash / attach_hashes (determinism.md: the plan hash and its inputs)
 
 It is the oracle the C++ core is compared with (bit for bit), so it is written
 to be obviously correct rather than fast: standard library only, plain lists
@@ -37,6 +38,8 @@ from bisect import bisect_left, insort
 from collections.abc import Mapping
 from heapq import heappop, heappush
 
+from . import determinism
+from .cbor import dumps as cbor_dumps
 from .errors import PlanError
 
 __all__ = [
@@ -1737,13 +1740,15 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
 # the whole pipeline
 # ---------------------------------------------------------------------------
 def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None, fit="best",
-         role_arenas=None):
+         role_arenas=None, *, replay_token=None, rank=0, world_size=1, shard_spec=None):
     """Plan a parsed ``emel.graph/1`` document; returns the ``emel.plan/1`` dict.
 
     ``strategy``: ``tmmu`` (algorithm.md), ``greedy_by_size`` (``fit="best"``
     or ``"first"``) or ``best_fit`` (strategies.md); ``auto`` and ``optimal``
     exist in the C++ core only. ``role_arenas``: ``{role: arena name}``
     overriding a role's default arena, e.g. ``{"gradient": "activations"}``.
+    ``replay_token`` (32 bytes), ``rank``, ``world_size``, ``shard_spec``
+    (``{tensor id: axis}``) enter the hashes only (determinism.md).
 
     validate -> liveness -> arena classes -> slots (tmmu) | buffers + offsets -> layout -> self-check -> metrics
     """
@@ -1751,6 +1756,8 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     _check_strategy(strategy, fit)
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
     roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
+    token, rank, world_size, spec = determinism.check_determinism_args(replay_token, rank, world_size,
+                                                                       shard_spec)
     a = analyse(document, mode)                                             # §1 A-E, §2
     arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment, roles)  # §3
     if strategy == "tmmu":
@@ -1771,4 +1778,56 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     result["metrics"] = metrics(a, arena_map, slot_of, inplace_of, reserved)  # §7
     for name, entry in result["arenas"].items():
         entry["lower_bound"] = result["metrics"]["lower_bound"][name]
+    attach_hashes(document, a, result, token, rank, world_size, spec)      # determinism.md
     return result
+
+
+# ---------------------------------------------------------------------------
+# determinism.md: the IR hash and the plan hash
+# ---------------------------------------------------------------------------
+def ir_canonical(document, a):
+    """determinism.md §2: ["emel_ir_v1", tensors, nodes, outputs], built from
+    the validated graph. Tensors and nodes in id order; what the planner never
+    reads (name, source, op, unknown keys) is left out."""
+    g = a.graph
+    tensors = []
+    for t in sorted(range(g.n_tensors), key=lambda k: g.ids[k]):
+        view = [g.ids[g.base[t]], g.byte_offset[t]] if g.is_view[t] else None
+        tensors.append([g.ids[t], g.shape[t], g.dtype[t], a.sizes[t], g.role[t], g.arena[t] or "",
+                        g.alignment[t] or 1, bool(g.saved[t]), bool(g.can_inplace[t]), view,
+                        sorted({g.ids[k] for k in g.must_not_alias[t]})])
+    nodes = []
+    for k in sorted(range(len(g.node_ids)), key=lambda k: g.node_ids[k]):
+        phase = document["nodes"][k].get("phase")
+        nodes.append([g.node_ids[k], phase, [g.ids[t] for t in g.inputs[k]],
+                      [g.ids[t] for t in g.outputs[k]]])
+    outputs = sorted({g.ids[t] for t in g.graph_outputs})
+    return [determinism.IR_TAG, tensors, nodes, outputs]
+
+
+def ir_hash(document, mode="inference"):
+    """SHA-256 of the canonical CBOR of a validated document's IR (bytes)."""
+    a = analyse(document, mode)
+    return determinism.sha256(cbor_dumps(ir_canonical(document, a)))
+
+
+def attach_hashes(document, a, result, token, rank, world_size, spec):
+    """Adds ``hashes``, ``replay_token``, ``rank`` and ``world_size`` to a
+    plan document, computed from the document itself (determinism.md §3-§5)."""
+    g = a.graph
+    ir = determinism.sha256(cbor_dumps(ir_canonical(document, a)))
+    order = determinism.execution_order_hash([g.node_ids[k] for k in g.order])
+    arena_config = determinism.arena_config_hash(result["arenas"])
+    shard = determinism.shard_spec_hash(spec)
+    if token is None:
+        token = determinism.default_replay_token(ir, a.mode)
+    plan_hash = determinism.plan_hash(
+        ir, a.mode, arena_config, order, rank, world_size, shard,
+        determinism.slot_assignment_table(result["tensors"], token),
+        determinism.logical_address_table(result["arenas"], result["tensors"]))
+    result["hashes"] = {"ir_hash": ir.hex(), "execution_order_hash": order.hex(),
+                        "arena_config_hash": arena_config.hex(), "shard_spec_hash": shard.hex(),
+                        "plan_hash": plan_hash.hex()}
+    result["replay_token"] = token.hex()
+    result["rank"] = rank
+    result["world_size"] = world_size

@@ -80,8 +80,12 @@ GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     GraphInput in;
     in.name = std::move(name);
     in.tensor_id = ids;
-    in.dims_start.assign(T + 1, 0);  // no shapes: sizes come as nbytes
-    in.dtype.assign(T, "bytes");
+    // Each tensor is `size` uint8 elements, as Graph.to_dict() writes it, so
+    // both forms of one graph have one ir_hash (docs/determinism.md §2).
+    in.dims.assign(a.size, a.size + T);
+    in.dims_start.resize(T + 1);
+    for (size_t t = 0; t <= T; ++t) in.dims_start[t] = t;
+    in.dtype.assign(T, "uint8");
     in.has_nbytes.assign(T, 1);
     in.nbytes.assign(a.size, a.size + T);
     in.role.resize(T);

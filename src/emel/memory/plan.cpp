@@ -30,6 +30,16 @@ void validate_options(const PlanOptions& opt) {
                             "arena '" + name + "': alignment_bytes must be a power of two, got " +
                                 std::to_string(c.alignment_bytes),
                             {}, {}, name);
+    if (!opt.replay_token.empty() && opt.replay_token.size() != 32)
+        throw PlanError(ErrorCode::InvalidIrShapes,
+                        "replay_token must be exactly 32 bytes, got " +
+                            std::to_string(opt.replay_token.size()));
+    if (opt.world_size < 1)
+        throw PlanError(ErrorCode::InvalidIrShapes, "world_size must be at least 1, got 0");
+    if (opt.rank >= opt.world_size)
+        throw PlanError(ErrorCode::InvalidIrShapes,
+                        "rank must be in [0, world_size) = [0, " + std::to_string(opt.world_size) +
+                            "), got " + std::to_string(opt.rank));
 }
 
 Plan make_plan(const Graph& g, const PlanOptions& opt) {

@@ -10,6 +10,7 @@
 
 #include "emel/memory/graph.hpp"
 #include "emel/memory/placement.hpp"
+#include "emel/memory/sha256.hpp"
 
 namespace emel::memory {
 
@@ -38,6 +39,20 @@ struct PlanOptions {
     std::map<std::string, ArenaConfig> arenas;  // ordered: deterministic
     // Default arena per role (indexed by Role); "" keeps the built-in default.
     std::vector<std::string> role_arenas = std::vector<std::string>(6);
+    // Determinism inputs (docs/determinism.md): hashed, never change placement.
+    std::vector<uint8_t> replay_token;     // empty = the default derived token; else 32 bytes
+    uint64_t rank = 0;
+    uint64_t world_size = 1;
+    std::map<std::string, uint64_t> shard_spec;  // tensor id -> split axis
+};
+
+// The hashes of a plan and of its inputs (docs/determinism.md), SHA-256 each.
+struct PlanHashes {
+    Digest ir{};
+    Digest execution_order{};
+    Digest arena_config{};
+    Digest shard_spec{};
+    Digest plan{};
 };
 
 // Per storage tensor after the mode is applied (docs/algorithm.md §2).
@@ -87,6 +102,11 @@ struct Plan {
     std::vector<uint64_t> reserved;      // per storage tensor: bytes its slot/buffer holds
     Liveness live;
     uint64_t allocation_time_ns = 0;
+    // Filled by hash_plan() (plan_hash.cpp).
+    PlanHashes hashes;
+    Digest replay_token{};
+    uint64_t rank = 0;
+    uint64_t world_size = 1;
 };
 
 // An arena's buffers for the offset strategies and how tensors map to them.
@@ -119,5 +139,12 @@ void validate_options(const PlanOptions& opt);
 
 // The whole pipeline (plan.cpp). Throws PlanError.
 Plan make_plan(const Graph& g, const PlanOptions& opt);
+
+// Hashes (plan_hash.cpp, docs/determinism.md). The IR hash reads shapes and
+// dtypes from the input, everything else from the validated graph.
+Digest ir_hash(const GraphInput& in, const Graph& g);
+// Fills p.hashes, p.replay_token (the default one when opt has none), p.rank
+// and p.world_size from the finished plan.
+void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Plan& p);
 
 }  // namespace emel::memory

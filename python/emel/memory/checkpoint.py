@@ -1,0 +1,122 @@
+"""Checkpoint and restore (docs/determinism.md §7).
+
+``Plan.checkpoint()`` writes one canonical CBOR map::
+
+    {"format": "emel.checkpoint/1",
+     "options": {...},          # how the plan was asked for
+     "plan": {...},             # the emel.plan/1 document, hashes included
+     "plan_hash": h'32 bytes',
+     "digest": h'32 bytes'}     # SHA-256 of the CBOR of the map without "digest"
+
+``restore(data, graph)`` checks the bytes (strict canonical CBOR, the exact
+layout, the digest), re-derives the plan hash from the plan document alone,
+checks the graph is the one planned (its ir_hash), plans it again with the
+recorded options and accepts only the identical plan. Every refusal is a
+:class:`CheckpointError` (a ``PlanError``) whose ``reason`` says which check
+failed.
+"""
+
+from __future__ import annotations
+
+from . import cbor
+from .determinism import HASH_KEYS, plan_hash_of_document, sha256
+from .errors import PlanError
+
+CHECKPOINT_FORMAT = "emel.checkpoint/1"
+_KEYS = ("digest", "format", "options", "plan", "plan_hash")
+_OPTION_KEYS = ("alignment", "arenas", "fit", "mode", "role_arenas", "shard_spec", "strategy",
+                "time_budget_ms")
+#: Why a checkpoint was refused.
+REASONS = ("corrupt", "tampered", "other_graph", "plan_differs")
+
+
+class CheckpointError(PlanError):
+    """A checkpoint that cannot be trusted or does not belong to the graph.
+
+    ``reason``: ``corrupt`` (not a checkpoint: undecodable, truncated, wrong
+    layout), ``tampered`` (its digest or plan hash does not match its
+    contents), ``other_graph`` (planned from a different graph) or
+    ``plan_differs`` (planning the graph again gives another plan).
+    """
+
+    def __init__(self, reason: str, message: str):
+        super().__init__("INVALID_IR_SHAPES", f"checkpoint refused ({reason}): {message}")
+        self.reason = reason
+
+    def __reduce__(self):
+        return (_rebuild, (self.reason, self.message))
+
+
+def _rebuild(reason, message):
+    err = CheckpointError.__new__(CheckpointError)
+    PlanError.__init__(err, "INVALID_IR_SHAPES", message)
+    err.reason = reason
+    return err
+
+
+def checkpoint_bytes(plan_document: dict, options: dict) -> bytes:
+    body = {"format": CHECKPOINT_FORMAT, "options": options, "plan": plan_document,
+            "plan_hash": bytes.fromhex(plan_document["hashes"]["plan_hash"])}
+    body["digest"] = sha256(cbor.dumps(body))
+    return cbor.dumps(body)
+
+
+def read_checkpoint(data: bytes) -> dict:
+    """Decode and check a checkpoint on its own (no graph): layout, digest and
+    plan hash. Returns the decoded map."""
+    try:
+        doc = cbor.loads(data)
+    except cbor.CBORError as e:
+        raise CheckpointError("corrupt", f"not canonical CBOR: {e}") from None
+    if not isinstance(doc, dict) or sorted(doc, key=str) != list(_KEYS):
+        keys = sorted(doc, key=str) if isinstance(doc, dict) else type(doc).__name__
+        raise CheckpointError("corrupt", f"expected a map with keys {', '.join(_KEYS)}; got {keys}")
+    if doc["format"] != CHECKPOINT_FORMAT:
+        raise CheckpointError("corrupt", f"format is {doc['format']!r}, expected {CHECKPOINT_FORMAT!r}")
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    if doc["digest"] != sha256(cbor.dumps(body)):
+        raise CheckpointError("tampered", "the digest does not match the contents")
+    plan, options = doc["plan"], doc["options"]
+    if not isinstance(options, dict) or sorted(options) != list(_OPTION_KEYS):
+        raise CheckpointError("corrupt", f"options must have the keys {', '.join(_OPTION_KEYS)}")
+    try:
+        recomputed = plan_hash_of_document(plan)
+        recorded = plan["hashes"]["plan_hash"]
+        if not all(isinstance(plan["hashes"][k], str) for k in HASH_KEYS):
+            raise TypeError("hashes must be hex strings")
+    except (KeyError, TypeError, ValueError, AttributeError, cbor.CBORError) as e:
+        raise CheckpointError("corrupt", f"the plan document is incomplete: {e!r}") from None
+    if recomputed != recorded or bytes.fromhex(recorded) != doc["plan_hash"]:
+        raise CheckpointError("tampered", f"the plan hash recomputed from the plan ({recomputed}) "
+                                          f"does not match the recorded one ({doc['plan_hash'].hex()})")
+    return doc
+
+
+def restore(data: bytes, graph):
+    """Rebuild the plan a checkpoint holds, for ``graph`` (a Graph or anything
+    ``load_graph`` takes). Raises :class:`CheckpointError` when the checkpoint
+    is corrupt or tampered with, or belongs to another graph."""
+    from . import _core
+    from .graph import load_graph
+    from .planning import plan as make_plan
+
+    doc = read_checkpoint(data)
+    saved, options = doc["plan"], doc["options"]
+    g = load_graph(graph)
+    ir = _core.ir_hash(g._core_input())  # a graph that fails validation raises its own PlanError
+    if ir != saved["hashes"]["ir_hash"]:
+        raise CheckpointError("other_graph", f"the graph's ir_hash is {ir}, the checkpoint was "
+                                             f"made from {saved['hashes']['ir_hash']}")
+    try:
+        again = make_plan(g, replay_token=bytes.fromhex(saved["replay_token"]),
+                          rank=saved["rank"], world_size=saved["world_size"], **options)
+    except (ValueError, TypeError) as e:  # PlanError is a ValueError
+        raise CheckpointError("plan_differs", f"the graph does not plan with the checkpoint's "
+                                              f"options: {e}") from None
+    fresh = again.to_dict()
+    # The graph's name is not part of its IR: a renamed graph restores.
+    if {**fresh, "graph": None} != {**saved, "graph": None}:
+        raise CheckpointError("plan_differs", f"planning the graph again gives plan hash "
+                                              f"{again.plan_hash}; the checkpoint holds "
+                                              f"{saved['hashes']['plan_hash']}")
+    return again

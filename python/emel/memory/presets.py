@@ -1,0 +1,20 @@
+"""The planning presets the TMMU spec names (``train_full``, ``inference``,
+``remat_enabled``), as keyword arguments of :func:`emel.memory.plan` and
+:func:`emel.memory.reference.plan` (docs/determinism.md §8).
+
+A preset picks the arena configuration; the lifetime mode stays a separate
+argument, so every preset runs in every mode.
+"""
+
+PRESETS = {
+    # The defaults: activations, gradients and inputs in reusing arenas,
+    # parameters and optimizer state in the persistent `parameters` arena.
+    "inference": {},
+    # A whole training step: gradients are kept for the optimizer (and for
+    # accumulation across micro-batches), so their arena never reuses memory.
+    "train_full": {"arenas": {"gradients": {"persistent": True}}},
+    # Rematerialisation frees activations early and recomputes them; the
+    # runtime then lets gradients reuse activation memory: one reusing arena
+    # for both (the planner itself does not recompute anything).
+    "remat_enabled": {"role_arenas": {"gradient": "activations"}},
+}

@@ -1,0 +1,120 @@
+"""emel-trace: record a plan's allocation trace, or verify one against a graph.
+
+    emel-trace record GRAPH.json -o TRACE [--mode M] [--strategy S] [--alignment N]
+                      [--replay-token HEX] [--rank R --world-size W] [--shard-spec JSON]
+    emel-trace verify GRAPH.json TRACE [--replay-token HEX] [--shard-spec JSON]
+
+TRACE ending in ``.cbor`` is written as canonical CBOR, anything else as JSON
+Lines, gzipped when the name ends in ``.gz`` (``x.jsonl.gz``); ``verify``
+reads any of them. ``verify`` plans the graph again with the
+mode, strategy, arena configuration, rank and world size the trace's header
+records and exits 0 when the traces are identical, 1 with the first
+difference otherwise, 2 when the input cannot be read or planned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import cbor
+from .errors import PlanError
+from .planning import MODES, STRATEGIES, plan
+from .trace import encode, first_difference, parse, to_jsonl, trace_records
+
+
+def _token(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--replay-token must be hexadecimal, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="emel-trace",
+                                description="Record or verify allocation traces (docs/determinism.md).")
+    sub = p.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="plan GRAPH and write its trace")
+    rec.add_argument("graph", help="an emel.graph/1 JSON file")
+    rec.add_argument("-o", "--output", required=True, help="trace file (.cbor: CBOR, else JSON Lines; .gz after either: gzipped; '-': stdout)")
+    rec.add_argument("--mode", choices=MODES, default="inference")
+    rec.add_argument("--strategy", choices=STRATEGIES, default="tmmu")
+    rec.add_argument("--alignment", type=int, default=None, metavar="N")
+    rec.add_argument("--rank", type=int, default=0)
+    rec.add_argument("--world-size", type=int, default=1)
+    ver = sub.add_parser("verify", help="plan GRAPH again and compare with TRACE")
+    ver.add_argument("graph", help="an emel.graph/1 JSON file")
+    ver.add_argument("trace", help="a trace written by `emel-trace record`")
+    for q in (rec, ver):
+        q.add_argument("--replay-token", default=None, metavar="HEX",
+                       help="32-byte replay token in hex (default: derived from the graph and mode)")
+        q.add_argument("--shard-spec", default=None, metavar="JSON",
+                       help='tensor id -> split axis, e.g. \'{"w": 0}\'')
+        q.add_argument("--fit", choices=("best", "first"), default="best")
+        q.add_argument("--time-budget-ms", type=int, default=200, metavar="MS")
+    return p
+
+
+def record(args) -> int:
+    result = plan(args.graph, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
+                  fit=args.fit, time_budget_ms=args.time_budget_ms,
+                  replay_token=_token(args.replay_token), rank=args.rank,
+                  world_size=args.world_size,
+                  shard_spec=json.loads(args.shard_spec) if args.shard_spec else None)
+    records = trace_records(result.to_dict())
+    if args.output == "-":
+        sys.stdout.write(to_jsonl(records))
+    else:
+        Path(args.output).write_bytes(encode(records, args.output))
+    return 0
+
+
+def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit="best",
+                   time_budget_ms=200) -> list[dict]:
+    """The trace of ``graph`` planned as ``header`` (an allocation_header) says."""
+    arenas = {name: {"alignment_bytes": a["alignment"], "capacity_bytes": a["capacity_bytes"],
+                     "page_size": a["page_size"], "persistent": a["persistent"]}
+              for name, a in header["arenas"].items()}
+    result = plan(graph, mode=header["mode"], strategy=header["strategy"], arenas=arenas,
+                  fit=fit, time_budget_ms=time_budget_ms, replay_token=replay_token,
+                  rank=header["rank"], world_size=header["world_size"], shard_spec=shard_spec)
+    return trace_records(result.to_dict())
+
+
+def verify(args) -> int:
+    recorded = parse(Path(args.trace).read_bytes())
+    if not recorded or recorded[0].get("record") != "allocation_header":
+        print(f"emel-trace: {args.trace}: the first record is not an allocation_header", file=sys.stderr)
+        return 2
+    fresh = replan_records(args.graph, recorded[0], replay_token=_token(args.replay_token),
+                           shard_spec=json.loads(args.shard_spec) if args.shard_spec else None,
+                           fit=args.fit, time_budget_ms=args.time_budget_ms)
+    diff = first_difference(fresh, recorded)
+    if diff is None:
+        print(f"OK: {args.trace} matches {args.graph} ({len(recorded)} records, "
+              f"plan hash {recorded[-1].get('plan_hash')})")
+        return 0
+    print(f"MISMATCH: {args.trace} differs from a fresh plan of {args.graph}: {diff}")
+    return 1
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return record(args) if args.command == "record" else verify(args)
+    except (PlanError, OSError, ValueError, KeyError, TypeError, cbor.CBORError,
+            argparse.ArgumentTypeError) as e:
+        print(f"emel-trace: {e}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
