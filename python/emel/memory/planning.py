@@ -12,6 +12,8 @@ import numpy as np
 from . import _core
 from .errors import PlanError
 from .graph import ROLES, Graph, load_graph
+from .shapes import resolve
+from .sharding import shard_graph
 
 MODES = ("inference", "forward", "backward")
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
@@ -143,7 +145,8 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
 def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
          arenas: Mapping | None = None, alignment: int | None = None, *,
          fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
-         role_arenas: Mapping | None = None) -> "Plan":
+         role_arenas: Mapping | None = None,
+         rank: int = 0, world_size: int = 1, shard_spec: Mapping | None = None) -> "Plan":
     """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
 
     ``mode``: inference, forward or backward. ``strategy``: tmmu (default),
@@ -153,7 +156,10 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
     ``alignment``: the default alignment of every arena (128).
     ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
-    tensors to another arena. Raises PlanError with the failure code and the
+    tensors to another arena. ``rank``, ``world_size``, ``shard_spec``
+    (``{tensor id: axis}``): plan rank ``rank``'s share of a sharded graph
+    (docs/dynamic-shapes-and-sharding.md). Symbolic dimensions are planned at
+    their envelope's maximum. Raises PlanError with the failure code and the
     offending id.
     """
     if mode not in MODES:
@@ -164,6 +170,9 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     config = check_arena_config(arenas)
     roles = check_role_arenas(role_arenas)
     g = load_graph(graph)
+    # Sharding: plan this rank's share (sharding.py; symbolic dims resolved first).
+    if shard_spec is not None or world_size != 1 or rank != 0:
+        g = Graph.from_dict(shard_graph(resolve(g.to_dict()), rank, world_size, shard_spec))
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)
     return Plan(core, graph_name=g.name)

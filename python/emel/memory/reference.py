@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from heapq import heappop, heappush
 
 from .errors import PlanError
+from .shapes import resolve as _resolve_symbolic_dims
+from .sharding import shard_graph
 
 __all__ = [
     "plan",
@@ -447,7 +449,9 @@ def _check_document_shape(document):
 def validate_document(document):
     """§1 phases A (document shape) and B (identity). Returns a :class:`Graph`.
 
-    The document is only read, never modified."""
+    The document is only read, never modified. Symbolic dimensions
+    (``{"sym", "max"}``) are read at their envelope's maximum."""
+    document = _resolve_symbolic_dims(document)
     _check_document_shape(document)
     g = Graph()
     g.name = document.get("name") or ""
@@ -1737,13 +1741,15 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
 # the whole pipeline
 # ---------------------------------------------------------------------------
 def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None, fit="best",
-         role_arenas=None):
+         role_arenas=None, rank=0, world_size=1, shard_spec=None):
     """Plan a parsed ``emel.graph/1`` document; returns the ``emel.plan/1`` dict.
 
     ``strategy``: ``tmmu`` (algorithm.md), ``greedy_by_size`` (``fit="best"``
     or ``"first"``) or ``best_fit`` (strategies.md); ``auto`` and ``optimal``
     exist in the C++ core only. ``role_arenas``: ``{role: arena name}``
     overriding a role's default arena, e.g. ``{"gradient": "activations"}``.
+    ``rank``, ``world_size``, ``shard_spec``: plan one rank's share
+    (sharding.shard_graph, applied after the document checks of phase A).
 
     validate -> liveness -> arena classes -> slots (tmmu) | buffers + offsets -> layout -> self-check -> metrics
     """
@@ -1751,6 +1757,10 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     _check_strategy(strategy, fit)
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
     roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
+    if shard_spec is not None or world_size != 1 or rank != 0:
+        document = _resolve_symbolic_dims(document)
+        _check_document_shape(document)                                     # §1 A, as load_graph does first
+        document = shard_graph(document, rank, world_size, shard_spec)
     a = analyse(document, mode)                                             # §1 A-E, §2
     arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment, roles)  # §3
     if strategy == "tmmu":
