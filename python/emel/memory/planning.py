@@ -13,7 +13,7 @@ from . import _core
 from .errors import PlanError
 from .graph import ROLES, Graph, load_graph
 from .shapes import resolve
-from .sharding import shard_graph
+from .sharding import check_shard_args, shard_graph
 
 MODES = ("inference", "forward", "backward")
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
@@ -171,7 +171,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     roles = check_role_arenas(role_arenas)
     g = load_graph(graph)
     # Sharding: plan this rank's share (sharding.py; symbolic dims resolved first).
-    if shard_spec is not None or world_size != 1 or rank != 0:
+    if check_shard_args(rank, world_size, shard_spec):
         g = Graph.from_dict(shard_graph(resolve(g.to_dict()), rank, world_size, shard_spec))
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)

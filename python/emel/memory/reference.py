@@ -39,7 +39,7 @@ from heapq import heappop, heappush
 
 from .errors import PlanError
 from .shapes import resolve as _resolve_symbolic_dims
-from .sharding import shard_graph
+from .sharding import check_shard_args, shard_graph
 
 __all__ = [
     "plan",
@@ -1757,7 +1757,7 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     _check_strategy(strategy, fit)
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
     roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
-    if shard_spec is not None or world_size != 1 or rank != 0:
+    if check_shard_args(rank, world_size, shard_spec):
         document = _resolve_symbolic_dims(document)
         _check_document_shape(document)                                     # §1 A, as load_graph does first
         document = shard_graph(document, rank, world_size, shard_spec)
