@@ -312,3 +312,11 @@ def test_tensor_parallel_spec_on_llama():
     with pytest.raises(mm.PlanError) as info:
         tensor_parallel_spec(doc, 2, column=("lm_head.*",), row=("lm_head.*",))
     assert info.value.tensor == "lm_head.weight"
+
+
+def test_arguments_are_checked_before_the_document():
+    doc = small_doc()
+    doc["tensors"][0]["dtype"] = ""                    # a document defect at tensor 'x'
+    err = expect(doc, "INVALID_IR_SHAPES", None, rank=5, world_size=2, shard_spec={"x": 0})
+    assert "rank" in err.message
+    expect(doc, "INVALID_IR_SHAPES", "x", rank=1, world_size=2, shard_spec={"x": 0})

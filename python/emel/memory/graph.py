@@ -13,7 +13,8 @@ import os
 from typing import Any, Iterable
 
 from .errors import PlanError
-from .shapes import ShapeEnvelope, concrete_shape, envelope_of_tensors, is_symbolic, parse_symbolic_dim
+from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
+                     parse_symbolic_dim)
 
 FORMAT = "emel.graph/1"
 ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
@@ -196,6 +197,7 @@ class Graph:
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
         """Read an `emel.graph/1` document (phase A checks)."""
+        document_envelope(doc)  # symbolic dims first, as in the reference
         if not isinstance(doc, dict):
             raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
         if doc.get("format") != FORMAT:
@@ -206,7 +208,6 @@ class Graph:
         for key in ("name", "source"):
             if doc.get(key) is not None and not isinstance(doc[key], str):
                 raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
-        envelope_of_tensors(doc["tensors"])  # symbolic dims first, as the reference does
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
         g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
         g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
@@ -255,7 +256,7 @@ class Graph:
         core = _core.GraphInput()
         core.name = self.name
         core.add_tensors([
-            (t["id"], concrete_shape(t["shape"]), t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
+            (t["id"], _core_shape(t["shape"]), t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
              t.get("arena", ""), t.get("alignment", 0), t.get("saved_for_backward", False),
              t.get("can_inplace", False),
              t["view_of"]["base"] if "view_of" in t else None,
@@ -277,6 +278,12 @@ class Graph:
     def __repr__(self) -> str:
         return (f"Graph(name={self.name!r}, tensors={len(self.tensors)}, "
                 f"nodes={len(self.nodes)})")
+
+
+def _core_shape(shape: list) -> list:
+    """The shape the core plans: symbolic dims at their maximum (a fast
+    test first: most graphs have none)."""
+    return concrete_shape(shape) if dict in map(type, shape) else shape
 
 
 def _copy_entry(entry: dict) -> dict:

@@ -169,9 +169,10 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
         alignment, "alignment")
     config = check_arena_config(arenas)
     roles = check_role_arenas(role_arenas)
+    sharded = check_shard_args(rank, world_size, shard_spec)
     g = load_graph(graph)
     # Sharding: plan this rank's share (sharding.py; symbolic dims resolved first).
-    if check_shard_args(rank, world_size, shard_spec):
+    if sharded:
         g = Graph.from_dict(shard_graph(resolve(g.to_dict()), rank, world_size, shard_spec))
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles)
