@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 
 from .errors import PlanError
+from .shapes import resolve
 
 #: graph-format.md's element sizes (a dtype not here needs ``nbytes``).
 ELEMENT_SIZES = {
@@ -223,7 +224,8 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
                          row=LLAMA_ROW_PARALLEL, vocab=LLAMA_VOCAB_PARALLEL,
                          roles=WEIGHT_ROLES,
                          activations: bool = True) -> dict:
-    """A Megatron-style tensor-parallel shard spec ``{tensor id: axis}``.
+    """A Megatron-style tensor-parallel shard spec ``{tensor id: axis}`` for a
+    valid ``emel.graph/1`` document (or a Graph).
 
     Weights: storage tensors whose role is in ``roles`` and whose id matches
     a ``column`` glob pattern are split on axis 0 (the output features of a
@@ -237,13 +239,16 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
     activation — it contracts over the split axis (a row-parallel matmul in
     the forward pass, a column-parallel input gradient in the backward pass)
     and its output is whole (the all-reduce); a node that reads only a
-    vocabulary-parallel table (a lookup) produces whole outputs too. A sharded output is split on
-    its last axis whose extent equals the split extent of a sharded input,
-    else on its last axis of extent >= ``world_size``; one with neither stays
-    whole. Views follow their root.
+    vocabulary-parallel table (a lookup) produces whole outputs too. A
+    sharded output is split on its last axis whose extent equals the split
+    extent of a sharded input, else on its last axis of extent >=
+    ``world_size``; one with neither stays whole. Views follow their root.
     """
     if not _is_int(world_size) or world_size < 1:
         raise _invalid(f"world_size must be an integer >= 1, got {world_size!r}")
+    if not isinstance(document, dict):  # a Graph
+        document = document.to_dict()
+    document = resolve(document)        # symbolic dims at their maximum, as plan() shards them
     tensors = document["tensors"]
     index = {t["id"]: k for k, t in enumerate(tensors)}
     spec: dict[int, int] = {}
