@@ -269,6 +269,11 @@ def test_replan_at_a_safepoint_records_old_and_new_hashes():
     # inside the widened envelope now: no new record
     assert session.check({"seq": 4500}, node="relu") is new
     assert len(session.trace) == 1 and (planner.hits, planner.misses) == (0, 1)
+    # a second replan starts from the first one's plan
+    newer = session.check({"seq": 6000}, node="relu")
+    assert session.trace[1]["old_plan_hash"] == plan_hash(new)
+    assert session.trace[1]["new_plan_hash"] == plan_hash(newer)
+    assert session.trace[1]["shape_envelope"] == {"seq": {"min": 1, "max": 6000}}
 
 
 def test_repeated_shapes_hit_the_cache():

@@ -270,13 +270,14 @@ class DynamicPlanner:
                 if is_symbolic(dim):
                     self._first_tensor.setdefault(dim["sym"], t["id"])
         self.cache: dict[tuple, object] = {}
+        self.plan_hashes: dict[tuple, str] = {}  # replan key -> plan hash, computed once
         self.hits = 0
         self.misses = 0
         self.base_plan = self._make_plan(self.envelope)
         from ._hash_shim import arena_config_hash  # TEMPORARY: plan.hashes at merge
 
         self.arena_config_hash = arena_config_hash(self.base_plan)
-        self.cache[self.replan_key(self.envelope)] = self.base_plan
+        self._store(self.replan_key(self.envelope), self.base_plan)
 
     def replan_key(self, envelope: ShapeEnvelope) -> tuple[str, str, str]:
         return (envelope.hash, self.mode, self.arena_config_hash)
@@ -294,8 +295,14 @@ class DynamicPlanner:
             return self.cache[key], key, True
         self.misses += 1
         plan = self._make_plan(envelope)
-        self.cache[key] = plan
+        self._store(key, plan)
         return plan, key, False
+
+    def _store(self, key: tuple, plan) -> None:
+        from ._hash_shim import plan_hash  # TEMPORARY: plan.plan_hash at merge
+
+        self.cache[key] = plan
+        self.plan_hashes[key] = plan_hash(plan)
 
     def first_tensor(self, symbol: str) -> str | None:
         return self._first_tensor.get(symbol)
@@ -345,6 +352,7 @@ class PlanSession:
         self.planner = planner
         self.envelope: ShapeEnvelope = planner.envelope
         self.plan = planner.base_plan
+        self.replan_key = planner.replan_key(planner.envelope)
         self.trace: list[dict] = []
 
     @property
@@ -379,20 +387,18 @@ class PlanSession:
             raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
                             f"{what}{where}: replanning happens only at a safepoint "
                             f"(safepoints: {listed})", tensor=tensor, node=node)
-        from ._hash_shim import plan_hash  # TEMPORARY: plan.plan_hash at merge
-
         envelope = self.envelope.widened(symbols, self.planner.growth)
         plan, key, hit = self.planner.plan_for(envelope)
         self.trace.append({
             "record": "replan",
             "node": node,
-            "old_plan_hash": plan_hash(self.plan),
-            "new_plan_hash": plan_hash(plan),
+            "old_plan_hash": self.planner.plan_hashes[self.replan_key],
+            "new_plan_hash": self.planner.plan_hashes[key],
             "replan_key": list(key),
             "shape_envelope": envelope.to_dict(),
             "cache_hit": hit,
         })
-        self.envelope, self.plan = envelope, plan
+        self.envelope, self.plan, self.replan_key = envelope, plan, key
         return plan
 
     def check_shapes(self, tensor_shapes: Mapping, node: str | None = None):
