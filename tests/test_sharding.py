@@ -320,3 +320,20 @@ def test_arguments_are_checked_before_the_document():
     err = expect(doc, "INVALID_IR_SHAPES", None, rank=5, world_size=2, shard_spec={"x": 0})
     assert "rank" in err.message
     expect(doc, "INVALID_IR_SHAPES", "x", rank=1, world_size=2, shard_spec={"x": 0})
+
+
+def test_tensor_parallel_spec_takes_graphs_and_refuses_bad_ones():
+    doc = small_doc()
+    doc["tensors"][1]["id"] = "layer.q_proj.weight"            # w, [3, 10]
+    doc["nodes"][0]["inputs"][1] = "layer.q_proj.weight"
+    doc["tensors"][0]["shape"] = [{"sym": "batch", "max": 10}, 3]
+    spec = tensor_parallel_spec(mm.load_graph(doc), 2)
+    # the weight on axis 0 (extent 3). mm reads it: h [10, 10] has no axis of
+    # extent 3, so it is split on its last axis of extent >= 2; relu reads h's
+    # views: y is split where its extent equals h's split extent (10)
+    assert spec == {"layer.q_proj.weight": 0, "h": 1, "y": 1}
+    assert tensor_parallel_spec(doc, 2) == spec
+    doc["nodes"][0]["inputs"].append("missing")
+    with pytest.raises(mm.PlanError) as info:
+        tensor_parallel_spec(doc, 2)
+    assert (info.value.code, info.value.node) == ("INVALID_IR_SHAPES", "mm")

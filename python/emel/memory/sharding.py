@@ -225,7 +225,7 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
                          roles=WEIGHT_ROLES,
                          activations: bool = True) -> dict:
     """A Megatron-style tensor-parallel shard spec ``{tensor id: axis}`` for a
-    valid ``emel.graph/1`` document (or a Graph).
+    graph (anything :func:`emel.memory.load_graph` takes; it is validated).
 
     Weights: storage tensors whose role is in ``roles`` and whose id matches
     a ``column`` glob pattern are split on axis 0 (the output features of a
@@ -246,9 +246,10 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
     """
     if not _is_int(world_size) or world_size < 1:
         raise _invalid(f"world_size must be an integer >= 1, got {world_size!r}")
-    if not isinstance(document, dict):  # a Graph
-        document = document.to_dict()
-    document = resolve(document)        # symbolic dims at their maximum, as plan() shards them
+    from .graph import load_graph  # validation needs the core: not at import (the reference)
+
+    graph = load_graph(document).validate()   # a bad graph is a PlanError, not a KeyError here
+    document = resolve(graph.to_dict())       # symbolic dims at their maximum, as plan() shards them
     tensors = document["tensors"]
     index = {t["id"]: k for k, t in enumerate(tensors)}
     spec: dict[int, int] = {}
