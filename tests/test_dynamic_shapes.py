@@ -103,6 +103,10 @@ def test_graph_builder_takes_symbolic_dims():
     with pytest.raises(mm.PlanError) as info:
         g.tensor("q", [{"sym": "b", "max": 8}], "q4_0", role="input", nbytes=18)
     assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "q")
+    g.tensors[1]["shape"][0]["max"] = 9                 # edited by hand: caught when planned
+    with pytest.raises(mm.PlanError) as info:
+        mm.plan(g)
+    assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "y")
 
 
 @pytest.mark.parametrize("dim, code, words", [

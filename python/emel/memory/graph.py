@@ -164,6 +164,7 @@ class Graph:
         self.execution_order: list[str] | None = None
         self.outputs: list[str] = []
         self.safepoints: list[str] = []  # node ids where a PlanSession may replan
+        self._symbols: dict[str, tuple[int, int]] = {}  # symbol -> (min, max), for tensor()
 
     # -- building -----------------------------------------------------------
     def tensor(self, id: str, shape: Iterable[int], dtype: str = "float32",
@@ -180,8 +181,14 @@ class Graph:
         if view_of is not None:
             raw["view_of"] = {"base": view_of, "byte_offset": byte_offset}
         entry = normalize_tensor(raw, len(self.tensors))
-        if any(is_symbolic(dim) for dim in entry["shape"]):  # one envelope per symbol
-            envelope_of_tensors(self.tensors + [entry])
+        for dim in entry["shape"]:  # one envelope per symbol
+            if is_symbolic(dim):
+                name, lo, hi = parse_symbolic_dim(dim, id)
+                seen = self._symbols.setdefault(name, (lo, hi))
+                if seen != (lo, hi):
+                    raise _invalid(f"tensor {id!r}: symbol {name!r} is declared [{lo}, {hi}] here "
+                                   f"but [{seen[0]}, {seen[1]}] before; every use of a symbol must "
+                                   f"declare the same envelope", tensor=id)
         self.tensors.append(entry)
         return id
 
@@ -197,7 +204,7 @@ class Graph:
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
         """Read an `emel.graph/1` document (phase A checks)."""
-        document_envelope(doc)  # symbolic dims first, as in the reference
+        symbols = document_envelope(doc)  # symbolic dims first, as in the reference
         if not isinstance(doc, dict):
             raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
         if doc.get("format") != FORMAT:
@@ -209,6 +216,7 @@ class Graph:
             if doc.get(key) is not None and not isinstance(doc[key], str):
                 raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
+        g._symbols = dict(symbols)
         g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
         g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
         if doc.get("execution_order") is not None:
@@ -255,14 +263,17 @@ class Graph:
         from . import _core
         core = _core.GraphInput()
         core.name = self.name
+        shapes = [_core_shape(t["shape"]) for t in self.tensors]
+        if any(s is not t["shape"] for s, t in zip(shapes, self.tensors)):
+            envelope_of_tensors(self.tensors)  # symbols stay consistent after edits by hand
         core.add_tensors([
-            (t["id"], _core_shape(t["shape"]), t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
+            (t["id"], shape, t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
              t.get("arena", ""), t.get("alignment", 0), t.get("saved_for_backward", False),
              t.get("can_inplace", False),
              t["view_of"]["base"] if "view_of" in t else None,
              t["view_of"]["byte_offset"] if "view_of" in t else 0,
              t.get("must_not_alias", []))
-            for t in self.tensors])
+            for t, shape in zip(self.tensors, shapes)])
         core.add_nodes([
             (n["id"], 0 if "phase" not in n else 1 + PHASES.index(n["phase"]),
              n["inputs"], n["outputs"])
