@@ -157,7 +157,9 @@ def test_header_compiles_as_cpp(native_paths, tmp_path):
 # --------------------------------------------------------------------------
 # ctypes: the C API against emel.memory.plan() on random graphs
 # --------------------------------------------------------------------------
-STATUS = ("OK",) + mm.FAILURE_CODES + ("INVALID_ARGUMENT", "OUT_OF_MEMORY", "INTERNAL")
+# include/emel/memory.h's emel_status, in order (the C API raises the core's six codes only)
+STATUS = ("OK", "INVALID_IR_SHAPES", "LIVENESS_CYCLE", "ALLOCATION_OVERFLOW", "ARENA_TOO_SMALL",
+          "ALIGNMENT_VIOLATION", "ADDRESS_COLLISION", "INVALID_ARGUMENT", "OUT_OF_MEMORY", "INTERNAL")
 STRATEGY_CODES = {s: i for i, s in enumerate(("tmmu", "greedy_by_size", "best_fit", "auto", "optimal"))}
 MODE_CODES = {m: i for i, m in enumerate(mm.MODES)}
 ROLE_CODES = {r: i for i, r in enumerate(graphgen.ROLES)}

@@ -97,12 +97,12 @@ def restore(data: bytes, graph):
     ``load_graph`` takes). Raises :class:`CheckpointError` when the checkpoint
     is corrupt or tampered with, or belongs to another graph."""
     from . import _core
-    from .graph import load_graph
-    from .planning import plan as make_plan
+    from .planning import graph_to_plan, plan as make_plan
 
     doc = read_checkpoint(data)
     saved, options = doc["plan"], doc["options"]
-    g = load_graph(graph)
+    # A sharded plan's IR is its rank's share of the graph.
+    g = graph_to_plan(graph, saved["rank"], saved["world_size"], options.get("shard_spec") or {})
     ir = _core.ir_hash(g._core_input())  # a graph that fails validation raises its own PlanError
     if ir != saved["hashes"]["ir_hash"]:
         raise CheckpointError("other_graph", f"the graph's ir_hash is {ir}, the checkpoint was "

@@ -11,6 +11,8 @@ FAILURE_CODES = (
     "ARENA_TOO_SMALL",
     "ALIGNMENT_VIOLATION",
     "ADDRESS_COLLISION",
+    # A runtime size outside a symbolic dimension's envelope (shapes.PlanSession).
+    "SHAPE_ENVELOPE_EXCEEDED",
 )
 
 #: Codes of the arena engine (docs/arenas.md), beside the planner's.

@@ -13,6 +13,8 @@ import os
 from typing import Any, Iterable
 
 from .errors import PlanError
+from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
+                     parse_symbolic_dim)
 
 FORMAT = "emel.graph/1"
 ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
@@ -63,8 +65,13 @@ def normalize_tensor(raw: Any, index: int) -> dict:
     shape = get("shape")
     if not isinstance(shape, list):
         raise _invalid(f"{where}: 'shape' must be a list of integers, got {shape!r}", tensor=tid)
+    symbolic = False
     for dim in shape:
-        _check_u64(dim, f"{where}: dimension", tid)
+        if is_symbolic(dim):  # {"sym": name, "max": n, "min": m} (docs/dynamic-shapes-and-sharding.md)
+            parse_symbolic_dim(dim, tid)
+            symbolic = True
+        else:
+            _check_u64(dim, f"{where}: dimension", tid)
     dtype = get("dtype")
     if not isinstance(dtype, str) or not dtype:
         raise _invalid(f"{where}: 'dtype' must be a non-empty string, got {dtype!r}", tensor=tid)
@@ -72,7 +79,10 @@ def normalize_tensor(raw: Any, index: int) -> dict:
     if role not in ROLES:
         raise _invalid(f"{where}: 'role' must be one of {', '.join(ROLES)}; got {role!r}",
                        tensor=tid)
-    entry = {"id": tid, "shape": list(shape), "dtype": dtype, "role": role}
+    entry = {"id": tid, "shape": [_copy_dim(dim) for dim in shape], "dtype": dtype, "role": role}
+    if get("nbytes") is not None and symbolic:
+        raise _invalid(f"{where} has a symbolic dimension, so it may not state nbytes "
+                       f"(its size comes from its shape)", tensor=tid)
     if get("nbytes") is not None:
         entry["nbytes"] = _check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
     if get("arena") is not None:
@@ -108,6 +118,11 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         if ids:
             entry["must_not_alias"] = ids
     return entry
+
+
+def _copy_dim(dim: Any) -> Any:
+    """A dimension as stored: an int, or a symbolic dim without null fields."""
+    return {k: v for k, v in dim.items() if v is not None} if is_symbolic(dim) else dim
 
 
 def normalize_node(raw: Any, index: int) -> dict:
@@ -148,6 +163,8 @@ class Graph:
         self.nodes: list[dict] = []
         self.execution_order: list[str] | None = None
         self.outputs: list[str] = []
+        self.safepoints: list[str] = []  # node ids where a PlanSession may replan
+        self._symbols: dict[str, tuple[int, int]] = {}  # symbol -> (min, max), for tensor()
 
     # -- building -----------------------------------------------------------
     def tensor(self, id: str, shape: Iterable[int], dtype: str = "float32",
@@ -163,7 +180,16 @@ class Graph:
                "must_not_alias": list(must_not_alias) if must_not_alias is not None else None}
         if view_of is not None:
             raw["view_of"] = {"base": view_of, "byte_offset": byte_offset}
-        self.tensors.append(normalize_tensor(raw, len(self.tensors)))
+        entry = normalize_tensor(raw, len(self.tensors))
+        for dim in entry["shape"]:  # one envelope per symbol
+            if is_symbolic(dim):
+                name, lo, hi = parse_symbolic_dim(dim, id)
+                seen = self._symbols.setdefault(name, (lo, hi))
+                if seen != (lo, hi):
+                    raise _invalid(f"tensor {id!r}: symbol {name!r} is declared [{lo}, {hi}] here "
+                                   f"but [{seen[0]}, {seen[1]}] before; every use of a symbol must "
+                                   f"declare the same envelope", tensor=id)
+        self.tensors.append(entry)
         return id
 
     def node(self, id: str, op: str, inputs: Iterable[str] = (), outputs: Iterable[str] = (),
@@ -178,6 +204,7 @@ class Graph:
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
         """Read an `emel.graph/1` document (phase A checks)."""
+        symbols = document_envelope(doc)  # symbolic dims first, as in the reference
         if not isinstance(doc, dict):
             raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
         if doc.get("format") != FORMAT:
@@ -189,12 +216,15 @@ class Graph:
             if doc.get(key) is not None and not isinstance(doc[key], str):
                 raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
+        g._symbols = dict(symbols)
         g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
         g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
         if doc.get("execution_order") is not None:
             g.execution_order = _check_id_list(doc["execution_order"], "'execution_order'")
         if doc.get("outputs") is not None:
             g.outputs = _check_id_list(doc["outputs"], "'outputs'")
+        if doc.get("safepoints") is not None:
+            g.safepoints = _check_id_list(doc["safepoints"], "'safepoints'")
         return g
 
     def to_dict(self) -> dict:
@@ -208,11 +238,18 @@ class Graph:
             doc["execution_order"] = list(self.execution_order)
         if self.outputs:
             doc["outputs"] = list(self.outputs)
+        if self.safepoints:
+            doc["safepoints"] = list(self.safepoints)
         return doc
 
     def to_json(self, indent: int | None = None) -> str:
         """The graph as `emel.graph/1` JSON text."""
         return json.dumps(self.to_dict(), indent=indent)
+
+    @property
+    def shape_envelope(self) -> ShapeEnvelope:
+        """The range of every symbolic dimension (empty for a concrete graph)."""
+        return envelope_of_tensors(self.tensors)
 
     # -- checks -------------------------------------------------------------
     def validate(self) -> "Graph":
@@ -226,14 +263,17 @@ class Graph:
         from . import _core
         core = _core.GraphInput()
         core.name = self.name
+        shapes = [_core_shape(t["shape"]) for t in self.tensors]
+        if any(s is not t["shape"] for s, t in zip(shapes, self.tensors)):
+            envelope_of_tensors(self.tensors)  # symbols stay consistent after edits by hand
         core.add_tensors([
-            (t["id"], t["shape"], t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
+            (t["id"], shape, t["dtype"], t.get("nbytes"), ROLES.index(t["role"]),
              t.get("arena", ""), t.get("alignment", 0), t.get("saved_for_backward", False),
              t.get("can_inplace", False),
              t["view_of"]["base"] if "view_of" in t else None,
              t["view_of"]["byte_offset"] if "view_of" in t else 0,
              t.get("must_not_alias", []))
-            for t in self.tensors])
+            for t, shape in zip(self.tensors, shapes)])
         core.add_nodes([
             (n["id"], 0 if "phase" not in n else 1 + PHASES.index(n["phase"]),
              n["inputs"], n["outputs"])
@@ -292,11 +332,18 @@ def tensor_bytes(entry: dict) -> int:
     return n
 
 
+def _core_shape(shape: list) -> list:
+    """The shape the core plans: symbolic dims at their maximum (a fast
+    test first: most graphs have none)."""
+    return concrete_shape(shape) if dict in map(type, shape) else shape
+
+
 def _copy_entry(entry: dict) -> dict:
     out = {}
     for key, value in entry.items():
         out[key] = dict(value) if isinstance(value, dict) else (
-            list(value) if isinstance(value, list) else value)
+            [dict(x) if isinstance(x, dict) else x for x in value]  # symbolic dims are dicts
+            if isinstance(value, list) else value)
     return out
 
 
@@ -337,6 +384,7 @@ class ArrayGraph(Graph):
         self._core = core_input
         self._arrays = arrays
         self._doc = None
+        self.safepoints = []
 
     def _document(self) -> dict:
         if self._doc is None:
@@ -388,6 +436,10 @@ class ArrayGraph(Graph):
                         "use Graph.from_dict(g.to_dict()) for an editable copy")
 
     node = tensor
+
+    @property
+    def shape_envelope(self) -> ShapeEnvelope:
+        return ShapeEnvelope()  # sizes given as arrays are concrete
 
     def _core_input(self):
         return self._core

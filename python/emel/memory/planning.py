@@ -13,6 +13,8 @@ from . import _core
 from .determinism import check_determinism_args
 from .errors import PlanError
 from .graph import ROLES, Graph, load_graph
+from .shapes import resolve
+from .sharding import shard_graph
 
 MODES = ("inference", "forward", "backward")
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
@@ -156,10 +158,12 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
     ``alignment``: the default alignment of every arena (128).
     ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
-    tensors to another arena. ``replay_token`` (32 bytes; default derived
-    from the graph and mode), ``rank``, ``world_size`` and ``shard_spec``
-    (``{tensor id: axis}``) are inputs of the plan hash (docs/determinism.md)
-    and never move a tensor. Raises PlanError with the failure code and the
+    tensors to another arena. ``rank``, ``world_size``, ``shard_spec``
+    (``{tensor id: axis}``): plan rank ``rank``'s share of a sharded graph
+    (docs/dynamic-shapes-and-sharding.md); with ``replay_token`` (32 bytes;
+    default derived from the graph and mode) they are inputs of the plan hash
+    (docs/determinism.md). Symbolic dimensions are planned at their envelope's
+    maximum. Raises PlanError with the failure code and the
     offending id.
     """
     if mode not in MODES:
@@ -170,13 +174,23 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     config = check_arena_config(arenas)
     roles = check_role_arenas(role_arenas)
     token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
-    g = load_graph(graph)
+    g = graph_to_plan(graph, rank, world_size, spec)
     core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                       default_alignment, config, roles, token or b"", rank, world_size, spec)
     options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
                "alignment": default_alignment, "arenas": config,
                "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
     return Plan(core, graph_name=g.name, graph=g, options=options)
+
+
+def graph_to_plan(graph: Any, rank: int, world_size: int, shard_spec: Mapping) -> Graph:
+    """The graph plan() plans: ``graph`` loaded, and for a non-empty shard
+    spec, rank ``rank``'s share of it (sharding.py; symbolic dims resolved
+    first). Its IR is the one ``ir_hash`` covers."""
+    g = load_graph(graph)
+    if shard_spec:
+        g = Graph.from_dict(shard_graph(resolve(g.to_dict()), rank, world_size, shard_spec))
+    return g
 
 
 def plan_json(document: Any, **kwargs) -> dict:

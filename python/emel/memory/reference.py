@@ -41,6 +41,8 @@ from heapq import heappop, heappush
 from . import determinism
 from .cbor import dumps as cbor_dumps
 from .errors import PlanError
+from .shapes import resolve as _resolve_symbolic_dims
+from .sharding import shard_graph
 
 __all__ = [
     "plan",
@@ -450,7 +452,9 @@ def _check_document_shape(document):
 def validate_document(document):
     """§1 phases A (document shape) and B (identity). Returns a :class:`Graph`.
 
-    The document is only read, never modified."""
+    The document is only read, never modified. Symbolic dimensions
+    (``{"sym", "max"}``) are read at their envelope's maximum."""
+    document = _resolve_symbolic_dims(document)
     _check_document_shape(document)
     g = Graph()
     g.name = document.get("name") or ""
@@ -1747,8 +1751,10 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     or ``"first"``) or ``best_fit`` (strategies.md); ``auto`` and ``optimal``
     exist in the C++ core only. ``role_arenas``: ``{role: arena name}``
     overriding a role's default arena, e.g. ``{"gradient": "activations"}``.
-    ``replay_token`` (32 bytes), ``rank``, ``world_size``, ``shard_spec``
-    (``{tensor id: axis}``) enter the hashes only (determinism.md).
+    ``rank``, ``world_size``, ``shard_spec`` (``{tensor id: axis}``): plan
+    one rank's share (sharding.shard_graph, applied after the document checks
+    of phase A); with ``replay_token`` (32 bytes) they enter the hashes
+    (determinism.md).
 
     validate -> liveness -> arena classes -> slots (tmmu) | buffers + offsets -> layout -> self-check -> metrics
     """
@@ -1758,6 +1764,10 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
     token, rank, world_size, spec = determinism.check_determinism_args(replay_token, rank, world_size,
                                                                        shard_spec)
+    if spec:
+        document = _resolve_symbolic_dims(document)
+        _check_document_shape(document)                                     # §1 A, as load_graph does first
+        document = shard_graph(document, rank, world_size, spec)
     a = analyse(document, mode)                                             # §1 A-E, §2
     arena_map, arena_of, align, aligned_size = arena_classes(a, config, default_alignment, roles)  # §3
     if strategy == "tmmu":

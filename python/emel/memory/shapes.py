@@ -1,0 +1,407 @@
+"""Dynamic shapes: symbolic dimensions with envelopes, and replanning.
+
+A dimension may be symbolic, ``{"sym": "seq", "max": 4096}`` (optionally
+``"min": 1``), instead of an integer (docs/dynamic-shapes-and-sharding.md).
+A graph is planned for its envelope's maximum; at run time a
+:class:`PlanSession` checks the actual sizes against the envelope and, by its
+``replan_policy``, refuses (``ABORT``) or makes a plan for a widened envelope
+at a declared safepoint (``REPLAN_AT_SAFEPOINT``).
+
+The first half (parsing, :class:`ShapeEnvelope`, :func:`resolve`) is standard
+library only: the pure-Python reference calls it. The planner half imports
+the C++ planner when it is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from .errors import PlanError
+
+SYMBOLIC_DIM_KEYS = ("sym", "min", "max")
+#: The tag that opens the hashed structure of an envelope.
+ENVELOPE_FORMAT = "emel.shape_envelope/1"
+REPLAN_POLICIES = ("ABORT", "REPLAN_AT_SAFEPOINT")
+#: How a replan widens a symbol's maximum: to the runtime value, or to the
+#: next power of two (fewer replans, and more cache hits, for growing sizes).
+GROWTH = ("exact", "pow2")
+_U64_MAX = 2**64 - 1
+
+
+def _invalid(message: str, tensor=None, node=None) -> PlanError:
+    return PlanError("INVALID_IR_SHAPES", message, tensor=tensor, node=node)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_size(value, what: str, tensor=None) -> int:
+    if not _is_int(value) or value < 0:
+        raise _invalid(f"{what} must be an integer >= 0, got {value!r}", tensor=tensor)
+    if value > _U64_MAX:
+        raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
+                        tensor=tensor)
+    return value
+
+
+def is_symbolic(dim) -> bool:
+    """True for a symbolic dimension (a JSON object); integers are concrete."""
+    return isinstance(dim, dict)
+
+
+def parse_symbolic_dim(dim: dict, tensor: str | None = None) -> tuple[str, int, int]:
+    """``(name, min, max)`` of a symbolic dimension; PlanError naming ``tensor``
+    when it is malformed. ``min`` defaults to 0; a ``null`` counts as absent."""
+    where = f"tensor {tensor!r}: " if tensor else ""
+    unknown = sorted(str(key) for key in dim if key not in SYMBOLIC_DIM_KEYS)
+    if unknown:
+        raise _invalid(f"{where}symbolic dimension {dim!r} has unknown key {unknown[0]!r} "
+                       f"(expected {', '.join(SYMBOLIC_DIM_KEYS)})", tensor=tensor)
+    name = dim.get("sym")
+    if not isinstance(name, str) or not name:
+        raise _invalid(f"{where}symbolic dimension {dim!r}: 'sym' must be a non-empty string",
+                       tensor=tensor)
+    if dim.get("max") is None:
+        raise _invalid(f"{where}symbolic dimension {name!r} has no 'max': the envelope must be "
+                       f"declared", tensor=tensor)
+    hi = _check_size(dim["max"], f"{where}the max of symbol {name!r}", tensor)
+    lo = 0 if dim.get("min") is None else _check_size(dim["min"], f"{where}the min of symbol {name!r}",
+                                                      tensor)
+    if lo > hi:
+        raise _invalid(f"{where}symbol {name!r} has min {lo} > max {hi}", tensor=tensor)
+    return name, lo, hi
+
+
+class ShapeEnvelope(Mapping):
+    """The declared range of every symbol: name -> ``(min, max)``, in name order.
+
+    Its :attr:`hash` is SHA-256 over the canonical CBOR of
+    ``["emel.shape_envelope/1", [[name, min, max], ...]]`` (names sorted by
+    code point): arrays of text and unsigned integers only, so every
+    canonical CBOR encoder gives the same bytes.
+    """
+
+    def __init__(self, bounds: Mapping | None = None):
+        items = {}
+        for name, pair in (bounds or {}).items():
+            if not isinstance(name, str) or not name:
+                raise _invalid(f"a symbol name must be a non-empty string, got {name!r}")
+            lo, hi = pair
+            _check_size(lo, f"the min of symbol {name!r}")
+            _check_size(hi, f"the max of symbol {name!r}")
+            if lo > hi:
+                raise _invalid(f"symbol {name!r} has min {lo} > max {hi}")
+            items[name] = (lo, hi)
+        self._bounds = dict(sorted(items.items()))
+
+    def __getitem__(self, name: str) -> tuple[int, int]:
+        return self._bounds[name]
+
+    def __iter__(self):
+        return iter(self._bounds)
+
+    def __len__(self) -> int:
+        return len(self._bounds)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}=[{lo}, {hi}]" for name, (lo, hi) in self._bounds.items())
+        return f"ShapeEnvelope({inner})"
+
+    def to_dict(self) -> dict:
+        """``{name: {"min": lo, "max": hi}}`` (JSON-ready)."""
+        return {name: {"min": lo, "max": hi} for name, (lo, hi) in self._bounds.items()}
+
+    def canonical(self) -> list:
+        """The structure that is hashed (see the class docstring)."""
+        return [ENVELOPE_FORMAT, [[name, lo, hi] for name, (lo, hi) in self._bounds.items()]]
+
+    @property
+    def hash(self) -> str:
+        """shape_envelope_hash: SHA-256 (hex) of the canonical CBOR of :meth:`canonical`."""
+        from . import cbor
+
+        return hashlib.sha256(cbor.dumps(self.canonical())).hexdigest()
+
+    def check_values(self, values: Mapping) -> dict:
+        """Runtime symbol values, checked: known names, integers >= 0."""
+        if not isinstance(values, Mapping):
+            raise _invalid(f"runtime shapes must map symbol names to sizes, got {values!r}")
+        out = {}
+        for name in sorted(values, key=str):
+            if name not in self._bounds:
+                known = ", ".join(self._bounds) or "none"
+                raise _invalid(f"unknown symbol {name!r} (the graph's symbols: {known})")
+            out[name] = _check_size(values[name], f"the runtime size of symbol {name!r}")
+        return out
+
+    def violations(self, values: Mapping) -> list[tuple[str, int, int, int]]:
+        """``(name, value, min, max)`` for every value outside its range, by name."""
+        return [(name, value, *self._bounds[name])
+                for name, value in self.check_values(values).items()
+                if not self._bounds[name][0] <= value <= self._bounds[name][1]]
+
+    def contains(self, values: Mapping) -> bool:
+        return not self.violations(values)
+
+    def widened(self, values: Mapping, growth: str = "exact") -> "ShapeEnvelope":
+        """The smallest envelope holding this one and ``values``; with
+        ``growth="pow2"`` a raised maximum goes up to the next power of two."""
+        if growth not in GROWTH:
+            raise ValueError(f"growth must be one of {', '.join(GROWTH)}; got {growth!r}")
+        bounds = dict(self._bounds)
+        for name, value in self.check_values(values).items():
+            lo, hi = bounds[name]
+            if value > hi:
+                grown = 1 << (value - 1).bit_length() if growth == "pow2" else value
+                hi = grown if grown <= _U64_MAX else value
+            bounds[name] = (min(lo, value), hi)
+        return ShapeEnvelope(bounds)
+
+
+def envelope_of_tensors(tensors) -> ShapeEnvelope:
+    """The envelope declared by the symbolic dimensions of ``tensors``.
+
+    Checks every symbolic dimension, that all uses of a symbol declare the
+    same ``(min, max)``, and that no tensor with a symbolic dimension states
+    ``nbytes``. Entries malformed in other ways are skipped: the document
+    checks (phase A) report them.
+    """
+    bounds: dict[str, tuple[int, int, str | None]] = {}
+    for t in tensors:
+        if not isinstance(t, dict) or not isinstance(t.get("shape"), list):
+            continue
+        symbolic = [dim for dim in t["shape"] if is_symbolic(dim)]
+        if not symbolic:
+            continue
+        tid = t["id"] if isinstance(t.get("id"), str) and t["id"] else None
+        for dim in symbolic:
+            name, lo, hi = parse_symbolic_dim(dim, tid)
+            seen = bounds.setdefault(name, (lo, hi, tid))
+            if seen[:2] != (lo, hi):
+                raise _invalid(f"tensor {tid!r}: symbol {name!r} is declared [{lo}, {hi}] here but "
+                               f"[{seen[0]}, {seen[1]}] at tensor {seen[2]!r}; every use of a symbol "
+                               f"must declare the same envelope", tensor=tid)
+        if t.get("nbytes") is not None:
+            raise _invalid(f"tensor {tid!r} has a symbolic dimension, so it may not state nbytes "
+                           f"(its size comes from its shape)", tensor=tid)
+    return ShapeEnvelope({name: (lo, hi) for name, (lo, hi, _) in bounds.items()})
+
+
+def document_envelope(document) -> ShapeEnvelope:
+    """The envelope of an ``emel.graph/1`` document (empty when it has no symbols)."""
+    tensors = document.get("tensors") if isinstance(document, dict) else None
+    return envelope_of_tensors(tensors) if isinstance(tensors, list) else ShapeEnvelope()
+
+
+def concrete_shape(shape: list, envelope: Mapping | None = None) -> list:
+    """``shape`` with every symbolic dimension at its maximum (the envelope's,
+    or the one it declares itself)."""
+    return [dim if not is_symbolic(dim) else
+            (dim["max"] if envelope is None else envelope[dim["sym"]][1]) for dim in shape]
+
+
+def resolve(document, envelope: Mapping | None = None):
+    """The document with every symbolic dimension replaced by its maximum in
+    ``envelope`` (default: the envelope the document declares).
+
+    Checks the symbolic dimensions first (:func:`envelope_of_tensors`).
+    Returns ``document`` itself when it has none; otherwise a copy (the input
+    is never modified).
+    """
+    declared = document_envelope(document)
+    if not declared:
+        return document
+    if envelope is not None:
+        missing = [name for name in declared if name not in envelope]
+        if missing:
+            raise _invalid(f"the envelope has no range for symbol {missing[0]!r}")
+    out = dict(document)
+    out["tensors"] = [
+        dict(t, shape=concrete_shape(t["shape"], envelope))
+        if isinstance(t, dict) and isinstance(t.get("shape"), list)
+        and any(is_symbolic(dim) for dim in t["shape"]) else t
+        for t in document["tensors"]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# replanning (imports the planner when used)
+# ---------------------------------------------------------------------------
+class DynamicPlanner:
+    """Plans one graph for several shape envelopes, cached by replan key.
+
+    The replan key is ``(shape_envelope_hash, mode, arena_config_hash)``.
+    ``plan_kwargs`` are those of :func:`emel.memory.plan` (mode, strategy,
+    arenas, alignment, rank, world_size, shard_spec, ...). ``safepoints``
+    adds node ids to those the graph declares. The declared envelope's plan
+    is made at construction (:attr:`base_plan`).
+    """
+
+    def __init__(self, graph, *, replan_policy: str = "ABORT", safepoints=(),
+                 growth: str = "exact", **plan_kwargs):
+        from .graph import load_graph
+
+        if replan_policy not in REPLAN_POLICIES:
+            raise ValueError(f"replan_policy must be one of {', '.join(REPLAN_POLICIES)}; "
+                             f"got {replan_policy!r}")
+        if growth not in GROWTH:
+            raise ValueError(f"growth must be one of {', '.join(GROWTH)}; got {growth!r}")
+        self.graph = load_graph(graph)
+        self.document = self.graph.to_dict()
+        self.envelope = self.graph.shape_envelope
+        self.replan_policy = replan_policy
+        self.growth = growth
+        self.plan_kwargs = dict(plan_kwargs)
+        self.mode = self.plan_kwargs.get("mode", "inference")
+        node_ids = [n["id"] for n in self.graph.nodes]
+        known = self.node_ids = frozenset(node_ids)
+        wanted = list(self.graph.safepoints) + list(safepoints)
+        for nid in wanted:
+            if nid not in known:
+                raise _invalid(f"safepoint {nid!r} is not a node of the graph", node=nid)
+        wanted_set = set(wanted)
+        self.safepoints = tuple(nid for nid in node_ids if nid in wanted_set)
+        # The first tensor (document order) using each symbol: what an error names.
+        self._first_tensor: dict[str, str] = {}
+        for t in self.graph.tensors:
+            for dim in t["shape"]:
+                if is_symbolic(dim):
+                    self._first_tensor.setdefault(dim["sym"], t["id"])
+        self.cache: dict[tuple, object] = {}
+        self.plan_hashes: dict[tuple, str] = {}  # replan key -> plan hash, computed once
+        self.hits = 0
+        self.misses = 0
+        self.base_plan = self._make_plan(self.envelope)
+        self.arena_config_hash = self.base_plan.hashes["arena_config_hash"]
+        self._store(self.replan_key(self.envelope), self.base_plan)
+
+    def replan_key(self, envelope: ShapeEnvelope) -> tuple[str, str, str]:
+        return (envelope.hash, self.mode, self.arena_config_hash)
+
+    def _make_plan(self, envelope: ShapeEnvelope):
+        from .planning import plan
+
+        return plan(resolve(self.document, envelope), **self.plan_kwargs)
+
+    def plan_for(self, envelope: ShapeEnvelope):
+        """``(plan, replan_key, cache_hit)`` for ``envelope``."""
+        key = self.replan_key(envelope)
+        if key in self.cache:
+            self.hits += 1
+            return self.cache[key], key, True
+        self.misses += 1
+        plan = self._make_plan(envelope)
+        self._store(key, plan)
+        return plan, key, False
+
+    def _store(self, key: tuple, plan) -> None:
+        self.cache[key] = plan
+        self.plan_hashes[key] = plan.plan_hash
+
+    def first_tensor(self, symbol: str) -> str | None:
+        return self._first_tensor.get(symbol)
+
+    def symbols_from_shapes(self, tensor_shapes: Mapping) -> dict:
+        """Symbol values read off runtime tensor shapes ``{tensor id: shape}``.
+
+        Concrete dimensions must match the graph; a symbol read twice must
+        have one value. PlanError (INVALID_IR_SHAPES) names the tensor.
+        """
+        if not isinstance(tensor_shapes, Mapping):
+            raise _invalid(f"runtime shapes must map tensor ids to shapes, got {tensor_shapes!r}")
+        declared = {t["id"]: t["shape"] for t in self.graph.tensors}
+        values: dict[str, int] = {}
+        origin: dict[str, str] = {}
+        for tid in sorted(tensor_shapes, key=str):
+            if tid not in declared:
+                raise _invalid(f"runtime shape for unknown tensor {tid!r}", tensor=tid)
+            shape = tensor_shapes[tid]
+            if not isinstance(shape, (list, tuple)) or len(shape) != len(declared[tid]):
+                raise _invalid(f"tensor {tid!r}: runtime shape {shape!r} does not have the "
+                               f"{len(declared[tid])} dimensions of {declared[tid]!r}", tensor=tid)
+            for j, (dim, value) in enumerate(zip(declared[tid], shape)):
+                _check_size(value, f"tensor {tid!r}: runtime dimension {j}", tid)
+                if not is_symbolic(dim):
+                    if dim != value:
+                        raise _invalid(f"tensor {tid!r}: dimension {j} is fixed at {dim}, got {value}",
+                                       tensor=tid)
+                    continue
+                name = dim["sym"]
+                if values.setdefault(name, value) != value:
+                    raise _invalid(f"tensor {tid!r}: symbol {name!r} is {value} here but "
+                                   f"{values[name]} in tensor {origin[name]!r}", tensor=tid)
+                origin.setdefault(name, tid)
+        return values
+
+    def session(self) -> "PlanSession":
+        """A new run, starting from the declared envelope and its plan."""
+        return PlanSession(self)
+
+
+class PlanSession:
+    """One run of a dynamic-shape graph: the current envelope and plan, and a
+    trace of the replans made (docs/dynamic-shapes-and-sharding.md)."""
+
+    def __init__(self, planner: DynamicPlanner):
+        self.planner = planner
+        self.envelope: ShapeEnvelope = planner.envelope
+        self.plan = planner.base_plan
+        self.replan_key = planner.replan_key(planner.envelope)
+        self.trace: list[dict] = []
+
+    @property
+    def replan_policy(self) -> str:
+        return self.planner.replan_policy
+
+    def check(self, symbols: Mapping, node: str | None = None):
+        """Check runtime symbol values ``{name: size}`` reached at ``node``;
+        returns the plan to run with.
+
+        Inside the current envelope: the current plan. Outside it: under
+        ``ABORT``, PlanError ``SHAPE_ENVELOPE_EXCEEDED``; under
+        ``REPLAN_AT_SAFEPOINT``, the plan of the widened envelope when ``node``
+        is a safepoint (and a ``replan`` record in :attr:`trace`), else the same
+        error. The error names ``node`` and the first tensor using the symbol.
+        """
+        if node is not None and node not in self.planner.node_ids:
+            raise _invalid(f"unknown node {node!r}", node=node)
+        violations = self.envelope.violations(symbols)
+        if not violations:
+            return self.plan
+        name, value, lo, hi = violations[0]
+        what = f"symbol {name!r} = {value} is outside its envelope [{lo}, {hi}]"
+        at = f" at node {node!r}" if node is not None else ""
+        tensor = self.planner.first_tensor(name)
+        if self.replan_policy == "ABORT":
+            raise PlanError("SHAPE_ENVELOPE_EXCEEDED", f"{what}{at} (replan_policy ABORT)",
+                            tensor=tensor, node=node)
+        if node not in self.planner.safepoints:
+            listed = ", ".join(repr(n) for n in self.planner.safepoints) or "none"
+            where = f"{at}, which is not a safepoint" if node is not None else "; no node given"
+            raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
+                            f"{what}{where}: replanning happens only at a safepoint "
+                            f"(safepoints: {listed})", tensor=tensor, node=node)
+        envelope = self.envelope.widened(symbols, self.planner.growth)
+        plan, key, hit = self.planner.plan_for(envelope)
+        self.trace.append({
+            "record": "replan",
+            "node": node,
+            "old_plan_hash": self.planner.plan_hashes[self.replan_key],
+            "new_plan_hash": self.planner.plan_hashes[key],
+            "replan_key": list(key),
+            "shape_envelope": envelope.to_dict(),
+            "cache_hit": hit,
+        })
+        self.envelope, self.plan, self.replan_key = envelope, plan, key
+        return plan
+
+    def check_shapes(self, tensor_shapes: Mapping, node: str | None = None):
+        """:meth:`check` with symbol values read off ``{tensor id: runtime shape}``."""
+        return self.check(self.planner.symbols_from_shapes(tensor_shapes), node)
+
+
+def session(graph, **kwargs) -> PlanSession:
+    """``DynamicPlanner(graph, **kwargs).session()``."""
+    return DynamicPlanner(graph, **kwargs).session()
