@@ -97,18 +97,24 @@ def restore(data: bytes, graph):
     ``load_graph`` takes). Raises :class:`CheckpointError` when the checkpoint
     is corrupt or tampered with, or belongs to another graph."""
     from . import _core
+    from .graph import load_graph
     from .planning import graph_to_plan, plan as make_plan
 
     doc = read_checkpoint(data)
     saved, options = doc["plan"], doc["options"]
-    # A sharded plan's IR is its rank's share of the graph.
-    g = graph_to_plan(graph, saved["rank"], saved["world_size"], options.get("shard_spec") or {})
+    graph = load_graph(graph)
+    try:  # a sharded plan's IR is its rank's share of the graph
+        g = graph_to_plan(graph, saved["rank"], saved["world_size"], options.get("shard_spec") or {})
+    except PlanError as e:  # the shard spec does not fit this graph
+        raise CheckpointError("other_graph", f"the checkpoint was made from ir_hash "
+                                             f"{saved['hashes']['ir_hash']}, and its shard spec "
+                                             f"does not apply to this graph: {e}") from None
     ir = _core.ir_hash(g._core_input())  # a graph that fails validation raises its own PlanError
     if ir != saved["hashes"]["ir_hash"]:
         raise CheckpointError("other_graph", f"the graph's ir_hash is {ir}, the checkpoint was "
                                              f"made from {saved['hashes']['ir_hash']}")
     try:
-        again = make_plan(g, replay_token=bytes.fromhex(saved["replay_token"]),
+        again = make_plan(graph, replay_token=bytes.fromhex(saved["replay_token"]),
                           rank=saved["rank"], world_size=saved["world_size"], **options)
     except (ValueError, TypeError) as e:  # PlanError is a ValueError
         raise CheckpointError("plan_differs", f"the graph does not plan with the checkpoint's "
