@@ -28,28 +28,9 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import emel.memory as mm  # noqa: E402
 from emel.memory import reference  # noqa: E402
-from emel.memory.presets import PRESETS  # noqa: E402
+from emel.memory.presets import PRESETS, shuffled  # noqa: E402
 
 MODES = ("inference", "forward", "backward")
-
-
-def shuffled(document: dict, rng: random.Random) -> dict:
-    """The same graph with its lists (except execution order) and keys reordered."""
-    doc = copy.deepcopy(document)
-    if doc.get("execution_order") is None:   # absent or null: the node order
-        doc["execution_order"] = [n["id"] for n in doc["nodes"]]
-    rng.shuffle(doc["tensors"])
-    rng.shuffle(doc["nodes"])
-
-    def keys(obj):
-        if isinstance(obj, dict):
-            items = list(obj.items())
-            rng.shuffle(items)
-            return {k: keys(v) for k, v in items}
-        if isinstance(obj, list):
-            return [keys(v) for v in obj]
-        return obj
-    return keys(doc)
 
 
 def placement(plan_doc: dict) -> dict:

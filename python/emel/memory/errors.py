@@ -51,3 +51,18 @@ class PlanError(ValueError):
 
     def __reduce__(self):
         return (PlanError, (self.code, self.message, self.tensor, self.node, self.arena))
+
+
+U64_MAX = 2**64 - 1
+
+
+def check_u64(value, what: str, tensor=None) -> int:
+    """``value`` as a uint64 size: not an integer >= 0 is INVALID_IR_SHAPES,
+    above 2^64-1 is ALLOCATION_OVERFLOW; ``what`` starts the message."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PlanError("INVALID_IR_SHAPES", f"{what} must be an integer >= 0, got {value!r}",
+                        tensor=tensor)
+    if value > U64_MAX:
+        raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
+                        tensor=tensor)
+    return value

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Iterable
 
-from .errors import PlanError
+from .errors import PlanError, check_u64
 from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                      parse_symbolic_dim)
 
@@ -35,15 +35,6 @@ def _is_int(value: Any) -> bool:
 
 def _where(kind: str, index: int, ident: Any) -> str:
     return f"{kind} {ident!r}" if isinstance(ident, str) and ident else f"{kind} #{index}"
-
-
-def _check_u64(value: Any, what: str, tensor: str | None) -> int:
-    if not _is_int(value) or value < 0:
-        raise _invalid(f"{what} must be an integer >= 0, got {value!r}", tensor=tensor)
-    if value > _U64_MAX:
-        raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
-                        tensor=tensor)
-    return value
 
 
 def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
@@ -71,7 +62,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
             parse_symbolic_dim(dim, tid)
             symbolic = True
         else:
-            _check_u64(dim, f"{where}: dimension", tid)
+            check_u64(dim, f"{where}: dimension", tid)
     dtype = get("dtype")
     if not isinstance(dtype, str) or not dtype:
         raise _invalid(f"{where}: 'dtype' must be a non-empty string, got {dtype!r}", tensor=tid)
@@ -84,7 +75,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         raise _invalid(f"{where} has a symbolic dimension, so it may not state nbytes "
                        f"(its size comes from its shape)", tensor=tid)
     if get("nbytes") is not None:
-        entry["nbytes"] = _check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
+        entry["nbytes"] = check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
     if get("arena") is not None:
         if not isinstance(get("arena"), str) or not get("arena"):
             raise _invalid(f"{where}: 'arena' must be a non-empty string", tensor=tid)
@@ -111,7 +102,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
             raise _invalid(f"{where}: 'view_of' must be an object with a string 'base', got {view!r}",
                            tensor=tid)
         offset = view.get("byte_offset")
-        offset = 0 if offset is None else _check_u64(offset, f"{where}: view byte_offset", tid)
+        offset = 0 if offset is None else check_u64(offset, f"{where}: view byte_offset", tid)
         entry["view_of"] = {"base": view["base"], "byte_offset": offset}
     if get("must_not_alias") is not None:
         ids = _check_id_list(get("must_not_alias"), f"{where}: 'must_not_alias'", tensor=tid)

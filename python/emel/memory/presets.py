@@ -6,6 +6,9 @@ A preset picks the arena configuration; the lifetime mode stays a separate
 argument, so every preset runs in every mode.
 """
 
+import copy
+import random
+
 PRESETS = {
     # The defaults: activations, gradients and inputs in reusing arenas,
     # parameters and optimizer state in the persistent `parameters` arena.
@@ -18,3 +21,23 @@ PRESETS = {
     # for both (the planner itself does not recompute anything).
     "remat_enabled": {"role_arenas": {"gradient": "activations"}},
 }
+
+
+def shuffled(document: dict, rng: random.Random) -> dict:
+    """The same graph with its lists (except execution order) and keys reordered:
+    E0's reordered seeds (its ir_hash and plan must not change)."""
+    doc = copy.deepcopy(document)
+    if doc.get("execution_order") is None:   # absent or null: the node order
+        doc["execution_order"] = [n["id"] for n in doc["nodes"]]
+    rng.shuffle(doc["tensors"])
+    rng.shuffle(doc["nodes"])
+
+    def keys(obj):
+        if isinstance(obj, dict):
+            items = list(obj.items())
+            rng.shuffle(items)
+            return {k: keys(v) for k, v in items}
+        if isinstance(obj, list):
+            return [keys(v) for v in obj]
+        return obj
+    return keys(doc)

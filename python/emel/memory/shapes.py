@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from .errors import PlanError
+from .errors import PlanError, check_u64
 
 SYMBOLIC_DIM_KEYS = ("sym", "min", "max")
 #: The tag that opens the hashed structure of an envelope.
@@ -35,15 +35,6 @@ def _invalid(message: str, tensor=None, node=None) -> PlanError:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_size(value, what: str, tensor=None) -> int:
-    if not _is_int(value) or value < 0:
-        raise _invalid(f"{what} must be an integer >= 0, got {value!r}", tensor=tensor)
-    if value > _U64_MAX:
-        raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
-                        tensor=tensor)
-    return value
 
 
 def is_symbolic(dim) -> bool:
@@ -66,8 +57,8 @@ def parse_symbolic_dim(dim: dict, tensor: str | None = None) -> tuple[str, int, 
     if dim.get("max") is None:
         raise _invalid(f"{where}symbolic dimension {name!r} has no 'max': the envelope must be "
                        f"declared", tensor=tensor)
-    hi = _check_size(dim["max"], f"{where}the max of symbol {name!r}", tensor)
-    lo = 0 if dim.get("min") is None else _check_size(dim["min"], f"{where}the min of symbol {name!r}",
+    hi = check_u64(dim["max"], f"{where}the max of symbol {name!r}", tensor)
+    lo = 0 if dim.get("min") is None else check_u64(dim["min"], f"{where}the min of symbol {name!r}",
                                                       tensor)
     if lo > hi:
         raise _invalid(f"{where}symbol {name!r} has min {lo} > max {hi}", tensor=tensor)
@@ -89,8 +80,8 @@ class ShapeEnvelope(Mapping):
             if not isinstance(name, str) or not name:
                 raise _invalid(f"a symbol name must be a non-empty string, got {name!r}")
             lo, hi = pair
-            _check_size(lo, f"the min of symbol {name!r}")
-            _check_size(hi, f"the max of symbol {name!r}")
+            check_u64(lo, f"the min of symbol {name!r}")
+            check_u64(hi, f"the max of symbol {name!r}")
             if lo > hi:
                 raise _invalid(f"symbol {name!r} has min {lo} > max {hi}")
             items[name] = (lo, hi)
@@ -133,7 +124,7 @@ class ShapeEnvelope(Mapping):
             if name not in self._bounds:
                 known = ", ".join(self._bounds) or "none"
                 raise _invalid(f"unknown symbol {name!r} (the graph's symbols: {known})")
-            out[name] = _check_size(values[name], f"the runtime size of symbol {name!r}")
+            out[name] = check_u64(values[name], f"the runtime size of symbol {name!r}")
         return out
 
     def violations(self, values: Mapping) -> list[tuple[str, int, int, int]]:
@@ -322,7 +313,7 @@ class DynamicPlanner:
                 raise _invalid(f"tensor {tid!r}: runtime shape {shape!r} does not have the "
                                f"{len(declared[tid])} dimensions of {declared[tid]!r}", tensor=tid)
             for j, (dim, value) in enumerate(zip(declared[tid], shape)):
-                _check_size(value, f"tensor {tid!r}: runtime dimension {j}", tid)
+                check_u64(value, f"tensor {tid!r}: runtime dimension {j}", tid)
                 if not is_symbolic(dim):
                     if dim != value:
                         raise _invalid(f"tensor {tid!r}: dimension {j} is fixed at {dim}, got {value}",
