@@ -20,11 +20,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import emel
 import emel.memory as mm
 import graphgen
 from emel.memory.presets import shuffled
 from emel.memory import _core, cbor, determinism, examples, reference
 
+# Subprocesses must import the same emel as this process (the installed
+# wheel in CI, python/ in a development checkout).
+PACKAGE_ROOT = str(Path(emel.__file__).resolve().parents[1])
 ROOT = Path(__file__).resolve().parents[1]
 HASH_KEYS = ("arena_config_hash", "execution_order_hash", "ir_hash", "plan_hash", "shard_spec_hash")
 
@@ -303,7 +307,7 @@ def test_hashes_are_the_same_in_a_fresh_process():
             "print(json.dumps([mm.plan(g, mode='backward').hashes, "
             "reference.plan(g.to_dict(), mode='backward')['hashes']]))")
     env = dict(os.environ, PYTHONHASHSEED=str(random.randrange(1, 2**31)),
-               PYTHONPATH=str(ROOT / "python"))
+               PYTHONPATH=PACKAGE_ROOT)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout
     core, ref = json.loads(out)

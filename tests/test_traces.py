@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import emel
 import emel.memory as mm
 from emel.memory import examples, reference, trace, trace_cli
 
+# Subprocesses must import the same emel as this process (the installed
+# wheel in CI, python/ in a development checkout).
+PACKAGE_ROOT = str(Path(emel.__file__).resolve().parents[1])
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -51,7 +55,7 @@ def test_verify_as_a_command_and_a_readable_first_difference(tmp_path):
     out = tmp_path / "trace.jsonl"
     run = lambda *args: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "emel.memory.trace_cli", *map(str, args)], capture_output=True,
-        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+        text=True, env=dict(os.environ, PYTHONPATH=PACKAGE_ROOT))
     assert run("record", graph, "-o", out, "--mode", "forward").returncode == 0
     ok = run("verify", graph, out)
     assert ok.returncode == 0 and ok.stdout.startswith("OK")
