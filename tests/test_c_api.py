@@ -9,6 +9,7 @@ Run from outside the source tree so the installed package is the one imported.
 """
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -20,11 +21,14 @@ from hypothesis import strategies as st
 
 import emel.memory as mm
 import graphgen
+from emel.memory import determinism, native, sharding
 from emel.memory import ggml as gg
-from emel.memory import native
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C_TEST = os.path.join(HERE, "c", "test_c_api.c")
+SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared")
+SHARED_GRAPHS = ("gpt2-small-inference", "llama-tiny-inference", "llama-tiny-training",
+                 "mobilenet_v2-inference", "resnet18-inference", "resnet18-training")
 
 # The lines test_c_api.c prints (its header comment derives every number).
 EXPECTED_LINES = [
@@ -48,6 +52,7 @@ EXPECTED_LINES = [
     "message=[INVALID_IR_SHAPES] node 'bad' reads unknown tensor 'ghost'",
     "error INVALID_ARGUMENT message=[INVALID_ARGUMENT] emel_plan_num_arenas: plan is NULL",
     "error ARENA_TOO_SMALL arena=activations",
+    "determinism error [INVALID_IR_SHAPES] rank must be in [0, world_size) = [0, 4), got 4",
     "arrays arena activations size=2560 t5 offset=1024",
     "place greedy_by_size offsets=224,0,224 size=352",
     # ggml-style allocators: llama.cpp test-alloc sizes (shared ggml-alloc behaviour doc)
@@ -126,6 +131,7 @@ def test_c_program(native_paths, tmp_path):
     assert not [line for line in lines if line.startswith("FAIL")], run.stdout
     missing = [line for line in EXPECTED_LINES if line not in lines]
     assert not missing, f"missing lines {missing}; output:\n{run.stdout}"
+    _check_printed_hashes(lines)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX compiler driver flags")
@@ -185,6 +191,16 @@ class PlanOptions(ctypes.Structure):
                 ("role_arenas", ctypes.c_char_p * 6)]
 
 
+class ShardEntry(ctypes.Structure):
+    _fields_ = [("tensor_id", ctypes.c_char_p), ("axis", ctypes.c_uint64)]
+
+
+class DeterminismOptions(ctypes.Structure):
+    _fields_ = [("has_replay_token", ctypes.c_int), ("replay_token", ctypes.c_uint8 * 32),
+                ("rank", ctypes.c_uint64), ("world_size", ctypes.c_uint64),
+                ("shard_spec", ctypes.POINTER(ShardEntry)), ("num_shard_entries", ctypes.c_size_t)]
+
+
 class TensorPlacement(ctypes.Structure):
     _fields_ = [("offset", ctypes.c_uint64), ("size", ctypes.c_uint64), ("arena", ctypes.c_size_t),
                 ("birth", ctypes.c_uint32), ("death", ctypes.c_uint32), ("is_view", ctypes.c_int),
@@ -229,6 +245,17 @@ def lib(native_paths):
         "emel_plan_num_tensors": [P, ctypes.POINTER(S)],
         "emel_plan_tensor_id": [P, S, CPP],
         "emel_plan_tensor": [P, S, ctypes.POINTER(TensorPlacement)],
+        "emel_graph_add_tensor_shaped": [P, CP, CP, ctypes.POINTER(U64), S, I, U64, I, U64, I, CP,
+                                         U64],
+        "emel_determinism_options_default": [ctypes.POINTER(DeterminismOptions)],
+        "emel_plan_create_ex": [P, ctypes.POINTER(PlanOptions),
+                                ctypes.POINTER(DeterminismOptions), ctypes.POINTER(P)],
+        "emel_plan_hash": [P, I, ctypes.POINTER(ctypes.c_uint8)],
+        "emel_plan_hash_hex": [P, I, CP, S],
+        "emel_plan_replay_token": [P, ctypes.POINTER(ctypes.c_uint8)],
+        "emel_plan_replay_token_hex": [P, CP, S],
+        "emel_plan_rank": [P, ctypes.POINTER(U64)],
+        "emel_plan_world_size": [P, ctypes.POINTER(U64)],
     }
     for name, args in sigs.items():
         fn = getattr(lib, name)
@@ -274,6 +301,48 @@ def _ids(values):
     return arr, len(values)
 
 
+def _c_graph(lib, doc, g, sizes=None):
+    """Build `doc` into the C graph handle `g`: with emel_graph_add_tensor and
+    `sizes` (the nbytes of each tensor), or, when sizes is None, with
+    emel_graph_add_tensor_shaped and the document's own shape / dtype / nbytes."""
+    def ok(status):
+        if status != 0:
+            raise CError(status, lib)
+
+    ok(lib.emel_graph_create(doc.get("name", "").encode(), ctypes.byref(g)))
+    for k, t in enumerate(doc["tensors"]):
+        view = t.get("view_of")
+        common = (ROLE_CODES[t["role"]], t.get("alignment") or 0, 1 if t.get("can_inplace") else 0,
+                  view["base"].encode() if view else None,
+                  (view.get("byte_offset") or 0) if view else 0)
+        if sizes is not None:
+            ok(lib.emel_graph_add_tensor(g, t["id"].encode(), sizes[k], *common))
+        else:
+            shape = t["shape"]
+            dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
+            nbytes = t.get("nbytes")
+            ok(lib.emel_graph_add_tensor_shaped(g, t["id"].encode(), t["dtype"].encode(), dims,
+                                                len(shape), nbytes is not None, nbytes or 0,
+                                                *common))
+    for t in doc["tensors"]:
+        if t.get("arena") is not None:
+            ok(lib.emel_graph_set_tensor_arena(g, t["id"].encode(), t["arena"].encode()))
+        if t.get("saved_for_backward"):
+            ok(lib.emel_graph_set_saved_for_backward(g, t["id"].encode(), 1))
+        for other in t.get("must_not_alias") or []:
+            ok(lib.emel_graph_add_must_not_alias(g, t["id"].encode(), other.encode()))
+    for n in doc["nodes"]:
+        (ins, n_in), (outs, n_out) = _ids(n.get("inputs") or []), _ids(n.get("outputs") or [])
+        ok(lib.emel_graph_add_node(g, n["id"].encode(), ins, n_in, outs, n_out))
+        if n.get("phase") is not None:
+            ok(lib.emel_graph_set_node_phase(g, n["id"].encode(), PHASE_CODES[n["phase"]]))
+    if doc.get("execution_order") is not None:
+        order, count = _ids(doc["execution_order"])
+        ok(lib.emel_graph_set_execution_order(g, order, count))
+    for out in doc.get("outputs") or []:
+        ok(lib.emel_graph_add_output(g, out.encode()))
+
+
 def _c_plan(lib, doc, mode="inference", strategy="tmmu", fit="best", alignment=None,
             arenas=None, role_arenas=None):
     """Plan `doc` through the C API: a dict like the one _py_plan gives, or CError."""
@@ -288,31 +357,7 @@ def _c_plan(lib, doc, mode="inference", strategy="tmmu", fit="best", alignment=N
             raise CError(status, lib)
 
     try:
-        ok(lib.emel_graph_create(doc.get("name", "").encode(), ctypes.byref(g)))
-        for t, size in zip(doc["tensors"], sizes):
-            view = t.get("view_of")
-            ok(lib.emel_graph_add_tensor(
-                g, t["id"].encode(), size, ROLE_CODES[t["role"]], t.get("alignment") or 0,
-                1 if t.get("can_inplace") else 0, view["base"].encode() if view else None,
-                (view.get("byte_offset") or 0) if view else 0))
-        for t in doc["tensors"]:
-            if t.get("arena") is not None:
-                ok(lib.emel_graph_set_tensor_arena(g, t["id"].encode(), t["arena"].encode()))
-            if t.get("saved_for_backward"):
-                ok(lib.emel_graph_set_saved_for_backward(g, t["id"].encode(), 1))
-            for other in t.get("must_not_alias") or []:
-                ok(lib.emel_graph_add_must_not_alias(g, t["id"].encode(), other.encode()))
-        for n in doc["nodes"]:
-            (ins, n_in), (outs, n_out) = _ids(n.get("inputs") or []), _ids(n.get("outputs") or [])
-            ok(lib.emel_graph_add_node(g, n["id"].encode(), ins, n_in, outs, n_out))
-            if n.get("phase") is not None:
-                ok(lib.emel_graph_set_node_phase(g, n["id"].encode(), PHASE_CODES[n["phase"]]))
-        if doc.get("execution_order") is not None:
-            order, count = _ids(doc["execution_order"])
-            ok(lib.emel_graph_set_execution_order(g, order, count))
-        for out in doc.get("outputs") or []:
-            ok(lib.emel_graph_add_output(g, out.encode()))
-
+        _c_graph(lib, doc, g, sizes)
         opt = PlanOptions()
         ok(lib.emel_plan_options_default(ctypes.byref(opt)))
         opt.mode, opt.strategy = MODE_CODES[mode], STRATEGY_CODES[strategy]
@@ -403,11 +448,191 @@ def test_c_api_errors_like_python(lib, case, kw, strategy_fit):
 
 
 # --------------------------------------------------------------------------
+# ctypes: the determinism contract (hashes, replay token, rank, world size)
+# --------------------------------------------------------------------------
+HASH_KINDS = ("ir_hash", "execution_order_hash", "arena_config_hash", "shard_spec_hash", "plan_hash")
+
+
+def _c_hashes(lib, doc, mode="inference", replay_token=None, rank=0, world_size=1,
+              shard_spec=None, shaped=True):
+    """Plan `doc` through emel_plan_create_ex and read back what the plan says
+    of its determinism inputs (every hash both as raw bytes and as hex)."""
+    sizes = None if shaped else [_size_of(t) for t in doc["tensors"]]
+    if any(t.get("alignment") == 0 for t in doc["tensors"]):
+        raise _Inexpressible
+    g, p = ctypes.c_void_p(), ctypes.c_void_p()
+    try:
+        _c_graph(lib, doc, g, sizes)
+        opt, det = PlanOptions(), DeterminismOptions()
+        _ok(lib, lib.emel_plan_options_default(ctypes.byref(opt)))
+        opt.mode = MODE_CODES[mode]
+        _ok(lib, lib.emel_determinism_options_default(ctypes.byref(det)))
+        if replay_token is not None:
+            det.has_replay_token = 1
+            det.replay_token[:] = list(replay_token)
+        det.rank, det.world_size = rank, world_size
+        entries = sorted((shard_spec or {}).items(), reverse=True)  # any order will do
+        table = (ShardEntry * max(len(entries), 1))(*[(t.encode(), a) for t, a in entries])
+        det.shard_spec, det.num_shard_entries = table, len(entries)
+        _ok(lib, lib.emel_plan_create_ex(g, ctypes.byref(opt), ctypes.byref(det), ctypes.byref(p)))
+        out = {"hashes": {}}
+        hex_buf, raw = ctypes.create_string_buffer(65), (ctypes.c_uint8 * 32)()
+        for kind, name in enumerate(HASH_KINDS):
+            _ok(lib, lib.emel_plan_hash_hex(p, kind, hex_buf, 65))
+            _ok(lib, lib.emel_plan_hash(p, kind, raw))
+            assert bytes(raw).hex() == hex_buf.value.decode()
+            out["hashes"][name] = hex_buf.value.decode()
+        _ok(lib, lib.emel_plan_replay_token(p, raw))
+        _ok(lib, lib.emel_plan_replay_token_hex(p, hex_buf, 65))
+        assert bytes(raw).hex() == hex_buf.value.decode()
+        out["replay_token"] = bytes(raw)
+        u64 = ctypes.c_uint64()
+        _ok(lib, lib.emel_plan_rank(p, ctypes.byref(u64)))
+        out["rank"] = u64.value
+        _ok(lib, lib.emel_plan_world_size(p, ctypes.byref(u64)))
+        out["world_size"] = u64.value
+        return out
+    finally:
+        lib.emel_plan_destroy(p)
+        lib.emel_graph_destroy(g)
+
+
+def _py_hashes(doc, **kw):
+    plan = mm.plan(doc, **kw)
+    return {"hashes": plan.hashes, "replay_token": plan.replay_token, "rank": plan.rank,
+            "world_size": plan.world_size}
+
+
+def _bytes_doc(doc):
+    """The document a graph built with emel_graph_add_tensor states: every
+    tensor shape [], dtype "bytes" and its byte size as nbytes."""
+    tensors = [dict(t, shape=[], dtype="bytes", nbytes=_size_of(t)) for t in doc["tensors"]]
+    return dict(doc, tensors=tensors)
+
+
+def _shared(name):
+    with open(os.path.join(SHARED, "graphs", f"{name}.json")) as f:
+        return json.load(f)
+
+
+# The graph of tests/c/test_c_api.c, as the document it hashes like.
+TINY_DOC = {
+    "format": "emel.graph/1", "name": "tiny", "outputs": ["y"],
+    "tensors": [
+        {"id": i, "shape": [], "dtype": "bytes", "nbytes": n, "role": r, **extra}
+        for i, n, r, extra in [("x", 256, "input", {}), ("w", 4096, "parameter", {}),
+                               ("a", 1000, "activation", {}),
+                               ("h", 1000, "activation", {"can_inplace": True}),
+                               ("hv", 256, "activation", {"view_of": {"base": "h", "byte_offset": 512}}),
+                               ("y", 1500, "activation", {})]],
+    "nodes": [{"id": "scale", "op": "scale", "inputs": ["x"], "outputs": ["a"]},
+              {"id": "relu", "op": "relu", "inputs": ["a"], "outputs": ["h"]},
+              {"id": "matmul", "op": "matmul", "inputs": ["h", "w"], "outputs": ["y"]}],
+}
+
+
+def _check_printed_hashes(lines):
+    """The "hashes ..." lines of test_c_api.c against emel.memory.plan()."""
+    printed = {}
+    for line in lines:
+        if line.startswith("hashes "):
+            _, label, *fields = line.split()
+            printed[label] = dict(field.split("=", 1) for field in fields)
+    assert set(printed) == {"default", "custom"}, lines
+
+    def expect(plan_hashes, token, rank, world_size):
+        out = {key.removesuffix("_hash"): value for key, value in plan_hashes.items()}
+        return dict(out, token=token.hex(), rank=str(rank), world_size=str(world_size))
+
+    default = mm.plan(TINY_DOC)
+    assert printed["default"] == expect(default.hashes, default.replay_token, 0, 1)
+    # custom: token bytes 7i+1, rank 1 of 4, spec {w: 0, a: 1} given as a hash
+    # input only (the C API does not shard; Python would shard the graph, so
+    # its plan hash is recomputed from the document with that spec's hash).
+    token = bytes(i * 7 + 1 for i in range(32))
+    custom = mm.plan(TINY_DOC, replay_token=token, rank=1, world_size=4).to_dict()
+    custom["hashes"]["shard_spec_hash"] = determinism.shard_spec_hash({"w": 0, "a": 1}).hex()
+    custom["hashes"]["plan_hash"] = determinism.plan_hash_of_document(custom)
+    assert printed["custom"] == expect(custom["hashes"], token, 1, 4)
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
+                    reason="no ../shared beside the checkout")
+@pytest.mark.parametrize("name", SHARED_GRAPHS)
+def test_c_api_hashes_match_python_on_shared_graphs(lib, name):
+    """Shaped tensors hash like the JSON document; with a custom token, rank
+    and world size; and with add_tensor (bytes only) like the bytes document."""
+    doc = _shared(name)
+    mode = "backward" if name.endswith("training") else "inference"
+    token = bytes(range(100, 132))
+    assert _c_hashes(lib, doc, mode) == _py_hashes(doc, mode=mode)
+    kw = dict(mode=mode, replay_token=token, rank=2, world_size=3)
+    assert _c_hashes(lib, doc, **kw) == _py_hashes(doc, **kw)
+    if name == "resnet18-inference":
+        assert _c_hashes(lib, doc, shaped=False) == _py_hashes(_bytes_doc(doc))
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
+                    reason="no ../shared beside the checkout")
+def test_c_api_hashes_of_a_sharded_graph(lib):
+    """The C API given rank 1's share (shard_graph) and the spec gives the
+    plan and hashes plan(graph, shard_spec=...) gives."""
+    doc = _shared("llama-tiny-inference")
+    spec = sharding.tensor_parallel_spec(doc, 2)
+    assert spec
+    share = sharding.shard_graph(doc, 1, 2, spec)
+    c = _c_hashes(lib, share, rank=1, world_size=2, shard_spec=spec)
+    py = _py_hashes(doc, rank=1, world_size=2, shard_spec=spec)
+    assert c == py
+    assert c["hashes"]["ir_hash"] != mm.plan(doc).hashes["ir_hash"]  # the share, not the graph
+
+
+@given(graphgen.graphs(max_nodes=20), st.sampled_from(mm.MODES),
+       st.one_of(st.none(), st.binary(min_size=32, max_size=32)),
+       st.integers(1, 2**64 - 1).flatmap(lambda w: st.tuples(st.integers(0, w - 1), st.just(w))),
+       st.dictionaries(st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=4),
+                       st.integers(0, 2**64 - 1), max_size=3),
+       st.booleans())
+def test_c_api_hashes_match_python_on_random_graphs(lib, doc, mode, token, rank_world, spec, shaped):
+    """Random graphs, tokens, ranks, world sizes; a shard spec as a hash input
+    (compared through the plan document, as Python would shard the graph)."""
+    rank, world_size = rank_world
+    try:
+        py_doc = doc if shaped else _bytes_doc(doc)
+        if any(not isinstance(d, int) for t in py_doc["tensors"] for d in t["shape"]):
+            raise _Inexpressible  # symbolic dimensions
+        c = _outcome(lambda: _c_hashes(lib, doc, mode, token, rank, world_size, spec, shaped))
+    except _Inexpressible:
+        assume(False)
+    py = _outcome(lambda: mm.plan(py_doc, mode=mode, replay_token=token, rank=rank,
+                                  world_size=world_size).to_dict())
+    if not isinstance(py, tuple):  # not an error
+        py["hashes"]["shard_spec_hash"] = determinism.shard_spec_hash(spec).hex()
+        py["hashes"]["plan_hash"] = determinism.plan_hash_of_document(py)
+        py = {"hashes": py["hashes"], "replay_token": bytes.fromhex(py["replay_token"]),
+              "rank": py["rank"], "world_size": py["world_size"]}
+    assert c == py
+
+
+def test_c_api_determinism_argument_errors(lib):
+    """Python's order and codes; C-only defects are INVALID_ARGUMENT."""
+    cases = [(dict(rank=3, world_size=3), "INVALID_IR_SHAPES"),
+             (dict(world_size=0), "INVALID_IR_SHAPES"),
+             (dict(shard_spec={"": 0}), "INVALID_IR_SHAPES")]
+    for kw, code in cases:
+        with pytest.raises(CError) as c:
+            _c_hashes(lib, TINY_DOC, **kw)
+        with pytest.raises(mm.PlanError) as py:
+            mm.plan(TINY_DOC, **kw)
+        assert c.value.code == py.value.code == code
+    p = ctypes.c_void_p()
+    assert lib.emel_plan_create_ex(None, None, None, ctypes.byref(p)) == STATUS.index("INVALID_ARGUMENT")
+    assert p.value is None
+
+
+# --------------------------------------------------------------------------
 # ctypes: the C API's ggml-style graph allocator against emel.memory.ggml
 # --------------------------------------------------------------------------
-SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared")
-SHARED_GRAPHS = ("gpt2-small-inference", "llama-tiny-inference", "llama-tiny-training",
-                 "mobilenet_v2-inference", "resnet18-inference", "resnet18-training")
 
 
 class GgmlAddress(ctypes.Structure):

@@ -155,6 +155,23 @@ EMEL_API emel_status emel_graph_add_tensor(emel_graph* graph, const char* id, ui
                                            emel_role role, uint64_t alignment, int can_inplace,
                                            const char* view_base_id, uint64_t view_offset);
 
+/* emel_graph_add_tensor with the tensor's shape and dtype, as an emel.graph/1
+ * document states them (docs/formats.md): `dtype` non-empty (e.g. "f32");
+ * `shape` has ndim dimensions (may be NULL when ndim is 0). `has_nbytes`
+ * nonzero: `nbytes` is given (required for dtypes without a known element
+ * size, and for views), else the size is the shape times the element size.
+ * Planning is the same as with emel_graph_add_tensor and the same byte size;
+ * what differs is the ir_hash, which covers shape and dtype: a graph built
+ * with this function hashes exactly like the document it mirrors (a tensor
+ * added by emel_graph_add_tensor hashes as shape [], dtype "bytes" and its
+ * nbytes). */
+EMEL_API emel_status emel_graph_add_tensor_shaped(emel_graph* graph, const char* id,
+                                                  const char* dtype, const uint64_t* shape,
+                                                  size_t ndim, int has_nbytes, uint64_t nbytes,
+                                                  emel_role role, uint64_t alignment,
+                                                  int can_inplace, const char* view_base_id,
+                                                  uint64_t view_offset);
+
 /* Append a node; nodes run in the order added (unless an execution order is
  * set). `inputs` / `outputs` are arrays of n_in / n_out tensor ids (may be
  * NULL when the count is 0). Unknown ids are reported by emel_plan_create. */
@@ -258,6 +275,79 @@ EMEL_API emel_status emel_plan_create(const emel_graph* graph, const emel_plan_o
 
 /* Release a plan (NULL is ignored); every string it handed out dies with it. */
 EMEL_API void emel_plan_destroy(emel_plan* plan);
+
+/* ------------------------------------------------------------ determinism */
+/*
+ * The determinism contract (docs/determinism.md, docs/c_api.md): every plan
+ * carries SHA-256 hashes of its inputs and of itself, equal to
+ * emel.memory.plan(...).hashes for the same graph and options. A plan made
+ * by emel_plan_create has the default replay token, rank 0, world size 1
+ * and an empty shard spec.
+ */
+
+/* Bytes of a replay token and of every hash; characters of a hash in hex
+ * including the terminating NUL (64 lowercase hex digits + NUL). */
+#define EMEL_HASH_SIZE 32
+#define EMEL_HASH_HEX_SIZE 65
+
+/* One entry of a shard spec: tensor `tensor_id` is split along `axis`. */
+typedef struct emel_shard_entry {
+    const char* tensor_id;  /* non-empty; ids must be distinct */
+    uint64_t axis;
+} emel_shard_entry;
+
+/* Determinism inputs of emel_plan_create_ex; fill with
+ * emel_determinism_options_default first. The shard spec is a HASH INPUT
+ * ONLY: the C API does not shard. Pass the graph of this rank's share (the
+ * graph emel.memory.sharding.shard_graph(document, rank, world_size, spec)
+ * returns) together with the spec, and the plan and its hashes equal
+ * emel.memory.plan(document, rank=..., world_size=..., shard_spec=spec). */
+typedef struct emel_determinism_options {
+    int has_replay_token;                  /* nonzero: replay_token applies [0] */
+    uint8_t replay_token[EMEL_HASH_SIZE];  /* [derived from the graph and the mode] */
+    uint64_t rank;                         /* 0 <= rank < world_size [0] */
+    uint64_t world_size;                   /* >= 1 [1] */
+    const emel_shard_entry* shard_spec;    /* num_shard_entries entries [NULL] */
+    size_t num_shard_entries;              /* [0] */
+} emel_determinism_options;
+
+/* Fill *options with the defaults shown in brackets above. */
+EMEL_API emel_status emel_determinism_options_default(emel_determinism_options* options);
+
+/* emel_plan_create with determinism inputs (`determinism` NULL = defaults).
+ * Checked after the plan options, in Python's order: world_size (0 is
+ * EMEL_INVALID_IR_SHAPES), rank (>= world_size: EMEL_INVALID_IR_SHAPES),
+ * shard entries (NULL id or a repeated id: EMEL_INVALID_ARGUMENT; "" :
+ * EMEL_INVALID_IR_SHAPES); then the graph. */
+EMEL_API emel_status emel_plan_create_ex(const emel_graph* graph,
+                                         const emel_plan_options* options,
+                                         const emel_determinism_options* determinism,
+                                         emel_plan** out);
+
+/* The hashes a plan carries (the keys of emel.memory.Plan.hashes). */
+typedef enum emel_hash_kind {
+    EMEL_HASH_IR = 0,               /* "ir_hash": the graph in canonical form */
+    EMEL_HASH_EXECUTION_ORDER = 1,  /* "execution_order_hash" */
+    EMEL_HASH_ARENA_CONFIG = 2,     /* "arena_config_hash" */
+    EMEL_HASH_SHARD_SPEC = 3,       /* "shard_spec_hash" */
+    EMEL_HASH_PLAN = 4,             /* "plan_hash": the plan and all its inputs */
+    EMEL_HASH_MAX_ENUM_ = 0x7FFFFFFF
+} emel_hash_kind;
+
+/* Hash `kind` of the plan: 32 raw bytes into out[0..31]. */
+EMEL_API emel_status emel_plan_hash(const emel_plan* plan, emel_hash_kind kind, uint8_t* out);
+/* Hash `kind` as 64 lowercase hex digits + NUL into buf; `size` is buf's
+ * size and must be at least EMEL_HASH_HEX_SIZE (else EMEL_INVALID_ARGUMENT,
+ * buf untouched). */
+EMEL_API emel_status emel_plan_hash_hex(const emel_plan* plan, emel_hash_kind kind, char* buf,
+                                        size_t size);
+/* The plan's replay token (the one given, or the default one): 32 raw bytes
+ * into out[0..31], or as hex like emel_plan_hash_hex. */
+EMEL_API emel_status emel_plan_replay_token(const emel_plan* plan, uint8_t* out);
+EMEL_API emel_status emel_plan_replay_token_hex(const emel_plan* plan, char* buf, size_t size);
+/* The plan's rank and world size. */
+EMEL_API emel_status emel_plan_rank(const emel_plan* plan, uint64_t* out);
+EMEL_API emel_status emel_plan_world_size(const emel_plan* plan, uint64_t* out);
 
 /* Number of steps (nodes) of the planned graph. */
 EMEL_API emel_status emel_plan_num_steps(const emel_plan* plan, size_t* out);

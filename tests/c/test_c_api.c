@@ -712,6 +712,142 @@ done:
     emel_ggml_tallocr_destroy(NULL);
 }
 
+/* SHA-256 of the CBOR empty map (a0): the shard_spec_hash of no spec. */
+static const char* const EMPTY_SPEC_HASH =
+    "c19a797fa1fd590cd2e5b42d1cf5f246e29b91684e2f87404b81dc345c7a56a0";
+
+static int is_lower_hex64(const char* s) {
+    size_t i;
+    for (i = 0; i < 64; ++i)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return s[64] == '\0';
+}
+
+/* Prints "hashes <label> plan=.. ir=.. execution_order=.. arena_config=..
+ * shard_spec=.. token=.. rank=.. world_size=.."; tests/test_c_api.py
+ * compares them with emel.memory.plan(...).hashes. Checks raw == hex. */
+static void print_hashes(const emel_plan* p, const char* label) {
+    static const char* const names[] = {"ir", "execution_order", "arena_config", "shard_spec",
+                                        "plan"};
+    char hex[5][EMEL_HASH_HEX_SIZE], token_hex[EMEL_HASH_HEX_SIZE];
+    uint8_t raw[EMEL_HASH_SIZE];
+    uint64_t rank = 99, world_size = 99;
+    int k;
+    size_t i;
+    for (k = 0; k < 5; ++k) {
+        memset(hex[k], 'X', sizeof hex[k]);
+        OK(emel_plan_hash_hex(p, (emel_hash_kind)k, hex[k], sizeof hex[k]));
+        CHECK(is_lower_hex64(hex[k]));
+        OK(emel_plan_hash(p, (emel_hash_kind)k, raw));
+        for (i = 0; i < EMEL_HASH_SIZE; ++i) {
+            unsigned byte = 0;
+            sscanf(hex[k] + 2 * i, "%2x", &byte);
+            CHECK(byte == raw[i]);
+        }
+    }
+    OK(emel_plan_replay_token_hex(p, token_hex, sizeof token_hex));
+    CHECK(is_lower_hex64(token_hex));
+    OK(emel_plan_rank(p, &rank));
+    OK(emel_plan_world_size(p, &world_size));
+    printf("hashes %s", label);
+    for (k = 4; k >= 0; --k) printf(" %s=%s", names[k], hex[k]);
+    printf(" token=%s rank=%" PRIu64 " world_size=%" PRIu64 "\n", token_hex, rank, world_size);
+}
+
+/* The determinism contract: hashes, replay token, rank / world size / shard spec. */
+static void check_hashes(const emel_graph* g) {
+    static const emel_shard_entry spec[] = {{"w", 0}, {"a", 1}};
+    emel_determinism_options det;
+    emel_plan *p = NULL, *q = NULL, *bad = NULL;
+    char plan_hex[EMEL_HASH_HEX_SIZE], spec_hex[EMEL_HASH_HEX_SIZE], short_buf[64];
+    char other_hex[EMEL_HASH_HEX_SIZE];
+    uint8_t token[EMEL_HASH_SIZE], a[EMEL_HASH_SIZE], b[EMEL_HASH_SIZE];
+    uint64_t rank = 99;
+    size_t i;
+    emel_status st;
+
+    OK(emel_determinism_options_default(&det));
+    CHECK(det.has_replay_token == 0 && det.rank == 0 && det.world_size == 1 &&
+          det.shard_spec == NULL && det.num_shard_entries == 0);
+    /* Defaults: emel_plan_create and emel_plan_create_ex(NULL) agree. */
+    OK(emel_plan_create(g, NULL, &p));
+    OK(emel_plan_create_ex(g, NULL, &det, &q));
+    if (p == NULL || q == NULL) goto done;
+    print_hashes(p, "default");
+    OK(emel_plan_hash_hex(p, EMEL_HASH_PLAN, plan_hex, sizeof plan_hex));
+    OK(emel_plan_hash_hex(q, EMEL_HASH_PLAN, other_hex, sizeof other_hex));
+    CHECK(strcmp(plan_hex, other_hex) == 0);
+    OK(emel_plan_hash_hex(p, EMEL_HASH_SHARD_SPEC, spec_hex, sizeof spec_hex));
+    CHECK(strcmp(spec_hex, EMPTY_SPEC_HASH) == 0);
+    emel_plan_destroy(q);
+    q = NULL;
+
+    /* A custom token, rank 1 of 4 and a spec: same graph hash and offsets,
+     * another plan hash. */
+    for (i = 0; i < EMEL_HASH_SIZE; ++i) det.replay_token[i] = (uint8_t)(i * 7 + 1);
+    det.has_replay_token = 1;
+    det.rank = 1;
+    det.world_size = 4;
+    det.shard_spec = spec;
+    det.num_shard_entries = 2;
+    OK(emel_plan_create_ex(g, NULL, &det, &q));
+    if (q == NULL) goto done;
+    print_hashes(q, "custom");
+    OK(emel_plan_replay_token(q, token));
+    CHECK(memcmp(token, det.replay_token, EMEL_HASH_SIZE) == 0);
+    OK(emel_plan_rank(q, &rank));
+    CHECK(rank == 1);
+    OK(emel_plan_hash(p, EMEL_HASH_IR, a));
+    OK(emel_plan_hash(q, EMEL_HASH_IR, b));
+    CHECK(memcmp(a, b, EMEL_HASH_SIZE) == 0);
+    OK(emel_plan_hash(p, EMEL_HASH_PLAN, a));
+    OK(emel_plan_hash(q, EMEL_HASH_PLAN, b));
+    CHECK(memcmp(a, b, EMEL_HASH_SIZE) != 0);
+    OK(emel_plan_hash(q, EMEL_HASH_SHARD_SPEC, b));
+    OK(emel_plan_hash_hex(q, EMEL_HASH_SHARD_SPEC, other_hex, sizeof other_hex));
+    CHECK(strcmp(other_hex, EMPTY_SPEC_HASH) != 0);
+    for (i = 0; i < 6; ++i) {
+        uint64_t off_p = 1, off_q = 2;
+        OK(emel_plan_tensor_offset(p, i, &off_p));
+        OK(emel_plan_tensor_offset(q, i, &off_q));
+        CHECK(off_p == off_q);
+    }
+
+    /* Bad arguments: statuses, outputs untouched. */
+    memset(short_buf, 'X', sizeof short_buf);
+    st = emel_plan_hash_hex(q, EMEL_HASH_PLAN, short_buf, sizeof short_buf);
+    CHECK(st == EMEL_INVALID_ARGUMENT && short_buf[0] == 'X');
+    CHECK(emel_plan_hash(q, (emel_hash_kind)5, a) == EMEL_INVALID_ARGUMENT);
+    CHECK(emel_plan_hash(q, EMEL_HASH_PLAN, NULL) == EMEL_INVALID_ARGUMENT);
+    CHECK(emel_plan_hash_hex(NULL, EMEL_HASH_PLAN, plan_hex, sizeof plan_hex) ==
+          EMEL_INVALID_ARGUMENT);
+    CHECK(emel_plan_replay_token_hex(q, NULL, 65) == EMEL_INVALID_ARGUMENT);
+    CHECK(emel_plan_world_size(q, NULL) == EMEL_INVALID_ARGUMENT);
+    det.rank = 4;
+    CHECK(emel_plan_create_ex(g, NULL, &det, &bad) == EMEL_INVALID_IR_SHAPES && bad == NULL);
+    printf("determinism error %s\n", emel_last_error_message());
+    det.rank = 0;
+    det.world_size = 0;
+    CHECK(emel_plan_create_ex(g, NULL, &det, &bad) == EMEL_INVALID_IR_SHAPES && bad == NULL);
+    det.world_size = 1;
+    {
+        static const emel_shard_entry twice[] = {{"w", 0}, {"w", 1}};
+        static const emel_shard_entry empty_id[] = {{"", 0}};
+        det.shard_spec = twice;
+        CHECK(emel_plan_create_ex(g, NULL, &det, &bad) == EMEL_INVALID_ARGUMENT &&
+              strcmp(emel_last_error_tensor(), "w") == 0);
+        det.shard_spec = empty_id;
+        det.num_shard_entries = 1;
+        CHECK(emel_plan_create_ex(g, NULL, &det, &bad) == EMEL_INVALID_IR_SHAPES);
+        det.shard_spec = NULL;
+        CHECK(emel_plan_create_ex(g, NULL, &det, &bad) == EMEL_INVALID_ARGUMENT);
+    }
+    CHECK(bad == NULL);
+done:
+    emel_plan_destroy(p);
+    emel_plan_destroy(q);
+}
+
 int main(void) {
     static const uint64_t tmmu_offsets[] = {1024, 0, 0, 0, 512, 1024};
     static const uint64_t greedy_offsets[] = {0, 0, 1536, 1536, 2048, 0};
@@ -720,6 +856,7 @@ int main(void) {
         check_plan(g, EMEL_STRATEGY_TMMU, "tmmu", tmmu_offsets);
         check_plan(g, EMEL_STRATEGY_GREEDY_BY_SIZE, "greedy_by_size", greedy_offsets);
         check_errors(g);
+        check_hashes(g);
         emel_graph_destroy(g);
     }
     check_from_arrays();

@@ -311,38 +311,67 @@ EMEL_API emel_status emel_graph_create(const char* name, emel_graph** out) {
 
 EMEL_API void emel_graph_destroy(emel_graph* graph) { delete graph; }
 
+namespace {
+
+// Both add_tensor entry points: `shape` / `dtype` as the document states them.
+void add_graph_tensor(emel_graph* graph, const char* fn, const char* id, const char* dtype,
+                const uint64_t* shape, size_t ndim, bool has_nbytes, uint64_t nbytes,
+                emel_role role, uint64_t alignment, int can_inplace, const char* view_base_id,
+                uint64_t view_offset) {
+    check_graph(graph, fn);
+    need(id, fn, "id");
+    need(dtype, fn, "dtype");
+    if (ndim > 0) need(shape, fn, "shape");
+    const int r = static_cast<int>(role);
+    if (r < EMEL_ROLE_INPUT || r > EMEL_ROLE_OUTPUT)
+        bad_arg(fn, "tensor " + q(id) + ": unknown role " + std::to_string(r), id);
+    if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");
+    // Phase A, as the Python reader does it (graph.py normalize_tensor).
+    const size_t index = graph->in.num_tensors();
+    if (*id == '\0')
+        throw PlanError(ErrorCode::InvalidIrShapes,
+                        "tensor #" + std::to_string(index) +
+                            ": 'id' must be a non-empty string, got ''");
+    if (*dtype == '\0')
+        throw PlanError(ErrorCode::InvalidIrShapes,
+                        "tensor " + q(id) + ": 'dtype' must be a non-empty string, got ''", id);
+    if (alignment != 0 && !is_power_of_two(alignment))
+        throw PlanError(ErrorCode::AlignmentViolation,
+                        "tensor " + q(id) + ": alignment must be a power of two below 2^64, got " +
+                            std::to_string(alignment),
+                        id);
+    std::string tid(id);
+    std::string base = view_base_id ? std::string(view_base_id) : std::string();
+    mutate(graph, fn, [&] {
+        graph->tensor_pos.emplace(tid, static_cast<uint32_t>(index));
+        graph->in.add_tensor(tid, shape, ndim, dtype, has_nbytes, nbytes, static_cast<Role>(r), "",
+                             alignment, false, can_inplace != 0, view_base_id != nullptr,
+                             std::move(base), view_offset, {});
+        if (!graph->no_alias.empty()) graph->no_alias.emplace_back();
+    });
+}
+
+}  // namespace
+
 EMEL_API emel_status emel_graph_add_tensor(emel_graph* graph, const char* id, uint64_t nbytes,
                                            emel_role role, uint64_t alignment, int can_inplace,
                                            const char* view_base_id, uint64_t view_offset) {
-    static const char* fn = "emel_graph_add_tensor";
     return guarded([&] {
-        check_graph(graph, fn);
-        need(id, fn, "id");
-        const int r = static_cast<int>(role);
-        if (r < EMEL_ROLE_INPUT || r > EMEL_ROLE_OUTPUT)
-            bad_arg(fn, "tensor " + q(id) + ": unknown role " + std::to_string(r), id);
-        if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");
-        // Phase A, as the Python reader does it (graph.py normalize_tensor).
-        const size_t index = graph->in.num_tensors();
-        if (*id == '\0')
-            throw PlanError(ErrorCode::InvalidIrShapes,
-                            "tensor #" + std::to_string(index) +
-                                ": 'id' must be a non-empty string, got ''");
-        if (alignment != 0 && !is_power_of_two(alignment))
-            throw PlanError(ErrorCode::AlignmentViolation,
-                            "tensor " + q(id) + ": alignment must be a power of two below 2^64, got " +
-                                std::to_string(alignment),
-                            id);
-        std::string tid(id);
-        std::string base = view_base_id ? std::string(view_base_id) : std::string();
-        mutate(graph, fn, [&] {
-            graph->tensor_pos.emplace(tid, static_cast<uint32_t>(index));
-            // Sizes come as nbytes with no shape (dtype "bytes"), as in from_arrays.
-            graph->in.add_tensor(tid, nullptr, 0, "bytes", true, nbytes, static_cast<Role>(r), "",
-                                 alignment, false, can_inplace != 0, view_base_id != nullptr,
-                                 std::move(base), view_offset, {});
-            if (!graph->no_alias.empty()) graph->no_alias.emplace_back();
-        });
+        // Sizes come as nbytes with no shape (dtype "bytes"), as in from_arrays.
+        add_graph_tensor(graph, "emel_graph_add_tensor", id, "bytes", nullptr, 0, true, nbytes, role,
+                   alignment, can_inplace, view_base_id, view_offset);
+    });
+}
+
+EMEL_API emel_status emel_graph_add_tensor_shaped(emel_graph* graph, const char* id,
+                                                  const char* dtype, const uint64_t* shape,
+                                                  size_t ndim, int has_nbytes, uint64_t nbytes,
+                                                  emel_role role, uint64_t alignment,
+                                                  int can_inplace, const char* view_base_id,
+                                                  uint64_t view_offset) {
+    return guarded([&] {
+        add_graph_tensor(graph, "emel_graph_add_tensor_shaped", id, dtype, shape, ndim, has_nbytes != 0,
+                   nbytes, role, alignment, can_inplace, view_base_id, view_offset);
     });
 }
 
@@ -531,10 +560,37 @@ EMEL_API emel_status emel_plan_options_default(emel_plan_options* options) {
     });
 }
 
-EMEL_API emel_status emel_plan_create(const emel_graph* graph, const emel_plan_options* options,
-                                      emel_plan** out) {
-    static const char* fn = "emel_plan_create";
-    return guarded([&] {
+namespace {
+
+// The determinism inputs into opt, checked in the order of Python's
+// check_determinism_args (token: fixed length by type; world_size, rank,
+// then the spec's ids in id order).
+void set_determinism(const emel_determinism_options* d, const char* fn, PlanOptions& opt) {
+    if (d == nullptr) return;  // defaults: derived token, rank 0 of 1, no spec
+    if (d->has_replay_token)
+        opt.replay_token.assign(d->replay_token, d->replay_token + EMEL_HASH_SIZE);
+    opt.rank = d->rank;
+    opt.world_size = d->world_size;
+    if (d->num_shard_entries > 0) need(d->shard_spec, fn, "determinism->shard_spec");
+    for (size_t k = 0; k < d->num_shard_entries; ++k) {
+        const emel_shard_entry& e = d->shard_spec[k];
+        if (e.tensor_id == nullptr)
+            bad_arg(fn, "determinism->shard_spec[" + std::to_string(k) + "].tensor_id is NULL");
+        if (!opt.shard_spec.emplace(e.tensor_id, e.axis).second)
+            bad_arg(fn, "tensor " + q(e.tensor_id) + " is in the shard spec twice", e.tensor_id);
+    }
+    validate_options(opt);  // world_size, then rank
+    if (opt.shard_spec.count(std::string()) != 0)
+        throw PlanError(ErrorCode::InvalidIrShapes, "shard_spec keys must be tensor ids, got ''");
+}
+
+}  // namespace
+
+namespace {
+
+void create_plan(const emel_graph* graph, const emel_plan_options* options,
+                 const emel_determinism_options* determinism, emel_plan** out, const char* fn) {
+    {
         need(out, fn, "out");
         *out = nullptr;
         check_graph(graph, fn);
@@ -545,7 +601,8 @@ EMEL_API emel_status emel_plan_create(const emel_graph* graph, const emel_plan_o
         }
         const emel_plan_options& o = *options;
         // The order of emel.memory.plan(): mode, strategy / fit, default
-        // alignment, arena names, arena configs, role arenas, then the graph.
+        // alignment, arena names, arena configs, role arenas, the determinism
+        // inputs, then the graph.
         const int mode = static_cast<int>(o.mode);
         if (mode < EMEL_MODE_INFERENCE || mode > EMEL_MODE_BACKWARD)
             bad_arg(fn, "unknown mode " + std::to_string(mode));
@@ -603,18 +660,119 @@ EMEL_API emel_status emel_plan_create(const emel_graph* graph, const emel_plan_o
                                     "'] must be a non-empty arena name, got ''");
             opt.role_arenas.at(r) = name;
         }
+        set_determinism(determinism, fn, opt);
         GraphInput scratch;
+        const GraphInput& in = input_of(*graph, scratch);
         auto p = std::make_unique<emel_plan>();
-        p->graph = std::make_unique<const Graph>(build_graph(input_of(*graph, scratch)));
+        p->graph = std::make_unique<const Graph>(build_graph(in));
         p->plan = make_plan(*p->graph, opt);
+        hash_plan(in, *p->graph, opt, p->plan);
         p->index.reserve(p->graph->num_tensors);
         for (uint32_t t = 0; t < p->graph->num_tensors; ++t)
             p->index.emplace(p->graph->tensor_id[t], t);
         *out = p.release();
+    }
+}
+
+}  // namespace
+
+EMEL_API emel_status emel_plan_create(const emel_graph* graph, const emel_plan_options* options,
+                                      emel_plan** out) {
+    return guarded([&] { create_plan(graph, options, nullptr, out, "emel_plan_create"); });
+}
+
+EMEL_API emel_status emel_determinism_options_default(emel_determinism_options* options) {
+    return guarded([&] {
+        need(options, "emel_determinism_options_default", "options");
+        std::memset(options, 0, sizeof *options);
+        options->world_size = 1;
+        options->shard_spec = nullptr;
     });
 }
 
+EMEL_API emel_status emel_plan_create_ex(const emel_graph* graph,
+                                         const emel_plan_options* options,
+                                         const emel_determinism_options* determinism,
+                                         emel_plan** out) {
+    return guarded([&] { create_plan(graph, options, determinism, out, "emel_plan_create_ex"); });
+}
+
 EMEL_API void emel_plan_destroy(emel_plan* plan) { delete plan; }
+
+// ----------------------------------------------------------- determinism
+
+namespace {
+
+const Digest& hash_of(const emel_plan& c, emel_hash_kind kind, const char* fn) {
+    const PlanHashes& h = c.plan.hashes;
+    switch (kind) {
+        case EMEL_HASH_IR: return h.ir;
+        case EMEL_HASH_EXECUTION_ORDER: return h.execution_order;
+        case EMEL_HASH_ARENA_CONFIG: return h.arena_config;
+        case EMEL_HASH_SHARD_SPEC: return h.shard_spec;
+        case EMEL_HASH_PLAN: return h.plan;
+        default: break;
+    }
+    bad_arg(fn, "unknown hash kind " + std::to_string(static_cast<int>(kind)));
+}
+
+void write_hex(const Digest& d, char* buf, size_t size, const char* fn) {
+    need(buf, fn, "buf");
+    if (size < EMEL_HASH_HEX_SIZE)
+        bad_arg(fn, "buf holds " + std::to_string(size) + " chars; a hash needs " +
+                        std::to_string(EMEL_HASH_HEX_SIZE) + " (64 hex digits and a NUL)");
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < d.size(); ++i) {
+        buf[2 * i] = digits[d[i] >> 4];
+        buf[2 * i + 1] = digits[d[i] & 15];
+    }
+    buf[2 * d.size()] = '\0';
+}
+
+void write_raw(const Digest& d, uint8_t* out, const char* fn) {
+    need(out, fn, "out");
+    std::memcpy(out, d.data(), d.size());
+}
+
+}  // namespace
+
+EMEL_API emel_status emel_plan_hash(const emel_plan* plan, emel_hash_kind kind, uint8_t* out) {
+    static const char* fn = "emel_plan_hash";
+    return guarded([&] { write_raw(hash_of(check_plan(plan, fn), kind, fn), out, fn); });
+}
+
+EMEL_API emel_status emel_plan_hash_hex(const emel_plan* plan, emel_hash_kind kind, char* buf,
+                                        size_t size) {
+    static const char* fn = "emel_plan_hash_hex";
+    return guarded([&] { write_hex(hash_of(check_plan(plan, fn), kind, fn), buf, size, fn); });
+}
+
+EMEL_API emel_status emel_plan_replay_token(const emel_plan* plan, uint8_t* out) {
+    static const char* fn = "emel_plan_replay_token";
+    return guarded([&] { write_raw(check_plan(plan, fn).plan.replay_token, out, fn); });
+}
+
+EMEL_API emel_status emel_plan_replay_token_hex(const emel_plan* plan, char* buf, size_t size) {
+    static const char* fn = "emel_plan_replay_token_hex";
+    return guarded([&] { write_hex(check_plan(plan, fn).plan.replay_token, buf, size, fn); });
+}
+
+EMEL_API emel_status emel_plan_rank(const emel_plan* plan, uint64_t* out) {
+    return guarded([&] {
+        const emel_plan& c = check_plan(plan, "emel_plan_rank");
+        need(out, "emel_plan_rank", "out");
+        *out = c.plan.rank;
+    });
+}
+
+EMEL_API emel_status emel_plan_world_size(const emel_plan* plan, uint64_t* out) {
+    return guarded([&] {
+        const emel_plan& c = check_plan(plan, "emel_plan_world_size");
+        need(out, "emel_plan_world_size", "out");
+        *out = c.plan.world_size;
+    });
+}
+
 
 EMEL_API emel_status emel_plan_num_steps(const emel_plan* plan, size_t* out) {
     return guarded([&] {
