@@ -24,7 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_GRAPHS = ROOT.parent / "shared" / "graphs"
-sys.path.insert(0, str(ROOT / "python"))
+if any((ROOT / "python" / "emel" / "memory").glob("_core*")):
+    # a checkout with its core built in place; otherwise the emel on the path (a wheel)
+    sys.path.insert(0, str(ROOT / "python"))
 
 import emel.memory as mm  # noqa: E402
 from emel.memory import reference  # noqa: E402
