@@ -138,11 +138,19 @@ class ShellBlock:
         return self.where
 
 
+# The README must start with exactly its two commands (install + example,
+# install + tests), so its first block carries no marker: it is kept out here.
+README_COMMANDS = "not run: the README's install-and-test commands; CI runs them (.ci/run)"
+
+
 def shell_blocks(page: Path) -> list[ShellBlock]:
     text = page.read_text(encoding="utf-8")
+    blocks = [m for m in FENCE.finditer(text) if m.group("lang") in SHELL_LANGS]
     return [ShellBlock(page, m.group("lang"), text.count("\n", 0, m.start()) + 2,
-                       textwrap.dedent(m.group("body")), markers_before(text, m.start()))
-            for m in FENCE.finditer(text) if m.group("lang") in SHELL_LANGS]
+                       textwrap.dedent(m.group("body")),
+                       markers_before(text, m.start())
+                       + ([README_COMMANDS] if page.name == "README.md" and k == 0 else []))
+            for k, m in enumerate(blocks)]
 
 
 def looks_like_commands(body: str) -> bool:
