@@ -750,6 +750,27 @@ def _c_dim_2_64(c, doc):
     return "ALLOCATION_OVERFLOW"
 
 
+def _c_huge_live_pair(c, doc):
+    """A produced storage tensor grows to 2^63 bytes and its node gets a
+    2^63-byte twin of the same role and arena: two tensors live together in one arena
+    need 2^64 bytes, whatever the placement."""
+    views = {t["id"] for t in _views(doc)}
+    byid = {t["id"]: t for t in doc["tensors"]}
+    nodes = [n for n in doc["nodes"] if any(o not in views for o in n.get("outputs") or ())]
+    if not nodes:
+        return None
+    node = c.pick(nodes)
+    t = byid[c.pick([o for o in node["outputs"] if o not in views])]
+    t["shape"], t["dtype"] = [2**63], "uint8"
+    t.pop("nbytes", None)
+    twin = {"id": t["id"] + "~twin", "shape": [2**63], "dtype": "uint8", "role": t["role"]}
+    if t.get("arena") is not None:
+        twin["arena"] = t["arena"]
+    doc["tensors"].insert(c.int(0, len(doc["tensors"])), twin)
+    node["outputs"] = list(node["outputs"]) + [twin["id"]]
+    return "ALLOCATION_OVERFLOW"
+
+
 def _c_self_base(c, doc):
     t = c.pick(doc["tensors"])
     t["view_of"] = {"base": t["id"], "byte_offset": 0}
@@ -792,6 +813,7 @@ CORRUPTIONS = {
     "order_swapped": _c_order_swapped,
     "alignment_3": _c_alignment_3,
     "dim_2_64": _c_dim_2_64,
+    "huge_live_pair": _c_huge_live_pair,
     "self_base": _c_self_base,
     "unknown_dtype": _c_unknown_dtype,
     "bad_role": _c_bad_role,

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import emel.memory as mm
 from emel.memory import cli, examples
 
@@ -64,3 +66,80 @@ def test_strategy_option_reaches_the_lower_bound(capsys):
                      "--fit", "first"]) == 0
     out = capsys.readouterr().out
     assert "strategy greedy_by_size" in out and " - " in out
+
+
+def _dyn_doc():
+    """x[seq, 64] -> relu -> y[seq, 64], with w[64, 64] a parameter; seq in [1, 512]."""
+    seq = {"sym": "seq", "min": 1, "max": 512}
+    return {"format": "emel.graph/1", "name": "dyn",
+            "tensors": [
+                {"id": "w", "shape": [64, 64], "dtype": "float32", "role": "parameter"},
+                {"id": "x", "shape": [dict(seq), 64], "dtype": "float32", "role": "input"},
+                {"id": "y", "shape": [dict(seq), 64], "dtype": "float32", "role": "output"}],
+            "nodes": [{"id": "mm", "op": "mm", "inputs": ["x", "w"], "outputs": ["y"]}]}
+
+
+def test_determinism_options_plan_the_ranks_share(tmp_path, capsys):
+    graph = tmp_path / "dyn.json"
+    graph.write_text(json.dumps(_dyn_doc()))
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text('{"w": 0}')
+    token = bytes(range(32))
+    assert cli.main([str(graph), "--rank", "1", "--world-size", "4", "--shard-spec", str(spec_file),
+                     "--replay-token", token.hex(), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    expected = mm.plan(_dyn_doc(), rank=1, world_size=4, shard_spec={"w": 0}, replay_token=token)
+    assert doc == expected.to_dict()
+    assert doc["tensors"]["w"]["size"] == 16 * 64 * 4       # a quarter of w's 64 rows
+    assert doc["rank"] == 1 and doc["world_size"] == 4 and doc["replay_token"] == token.hex()
+    # JSON text works as well as a file; the summary names the rank and the plan hash
+    assert cli.main([str(graph), "--rank", "1", "--world-size", "4", "--shard-spec", '{"w": 0}',
+                     "--replay-token", token.hex()]) == 0
+    out = capsys.readouterr().out
+    assert "rank 1 of 4" in out
+    assert out.rstrip().endswith(f"plan hash {expected.plan_hash}")
+
+
+def test_summary_prints_the_plan_hash(capsys):
+    assert cli.main(["--example", "--strategy", "best_fit", "--time-budget-ms", "50"]) == 0
+    expected = mm.plan(examples.load(), strategy="best_fit", time_budget_ms=50).plan_hash
+    assert capsys.readouterr().out.splitlines()[-1] == f"plan hash {expected}"
+
+
+def test_bad_determinism_options_are_refused(tmp_path, capsys):
+    for bad, words in ((["--replay-token", "ab"], "exactly 32 bytes"),
+                       (["--replay-token", "zz" * 32], "64 hexadecimal digits"),
+                       (["--shard-spec", "{w: 0}"], "not valid JSON"),
+                       (["--shard-spec", str(tmp_path / "none.json")], "no such file"),
+                       (["--shard-spec", "[1]"], "no such file"),
+                       (["--shape", "seq"], "SYM=N")):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["--example", *bad])
+        assert info.value.code == 2
+        assert words in capsys.readouterr().err, bad
+    # an out-of-range rank is the planner's refusal: exit status 1 with the code
+    assert cli.main(["--example", "--rank", "2", "--world-size", "2"]) == 1
+    assert "[INVALID_IR_SHAPES]" in capsys.readouterr().err
+
+
+def test_shape_plans_one_point_of_the_envelope(tmp_path, capsys):
+    graph = tmp_path / "dyn.json"
+    graph.write_text(json.dumps(_dyn_doc()))
+    assert cli.main([str(graph), "--shape", "seq=100", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tensors"]["x"]["size"] == 100 * 64 * 4
+    concrete = _dyn_doc()
+    for t in concrete["tensors"]:
+        t["shape"] = [100 if isinstance(d, dict) else d for d in t["shape"]]
+    assert doc == mm.plan(concrete).to_dict()
+    # without --shape: the envelope's maximum
+    assert cli.main([str(graph), "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["tensors"]["x"]["size"] == 512 * 64 * 4
+    # outside the envelope, or an unknown symbol: exit status 1 with the code and the tensor
+    assert cli.main([str(graph), "--shape", "seq=513"]) == 1
+    err = capsys.readouterr().err
+    assert "[SHAPE_ENVELOPE_EXCEEDED]" in err and "513" in err and "[1, 512]" in err and "'x'" in err
+    assert cli.main([str(graph), "--shape", "seq=0"]) == 1
+    assert "[SHAPE_ENVELOPE_EXCEEDED]" in capsys.readouterr().err
+    assert cli.main([str(graph), "--shape", "batch=2"]) == 1
+    assert "unknown symbol 'batch'" in capsys.readouterr().err

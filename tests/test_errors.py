@@ -374,3 +374,49 @@ def test_bad_mode_and_strategy_are_value_errors():
         mm.plan(base_doc(), arenas={"activations": {"capacity": 5}})
     assert info.value.code == "INVALID_IR_SHAPES"
     json.dumps(mm.plan_json(base_doc()))  # the JSON path returns plain JSON types
+
+
+def _pickled(err):
+    import pickle
+    return pickle.loads(pickle.dumps(err))
+
+
+def test_pickling_keeps_every_field():
+    err = mm.PlanError("ALLOCATION_OVERFLOW", "too big", tensor="t", node="n", arena="activations")
+    again = _pickled(err)
+    assert type(again) is mm.PlanError
+    assert (again.code, again.message, again.tensor, again.node, again.arena) == \
+        ("ALLOCATION_OVERFLOW", "too big", "t", "n", "activations")
+    assert str(again) == "[ALLOCATION_OVERFLOW] too big" and again.args == err.args
+    assert (again.step, again.byte_offset, again.overwritten_by) == (None, None, None)
+
+
+def test_pickling_keeps_the_engine_fields():
+    # the fields verify_execution's clobber report sets (src/bindings/arenas.cpp)
+    err = mm.PlanError("ADDRESS_COLLISION", "clobbered", tensor="victim", node="relu",
+                       arena="activations")
+    err.step, err.byte_offset, err.overwritten_by = 7, 0, "intruder"
+    again = _pickled(err)
+    assert (again.code, again.tensor, again.node, again.arena, again.step, again.byte_offset,
+            again.overwritten_by) == ("ADDRESS_COLLISION", "victim", "relu", "activations", 7, 0,
+                                      "intruder")
+
+
+def test_an_engine_error_from_the_core_pickles():
+    from emel.memory import examples
+    with pytest.raises(mm.PlanError) as info:
+        mm.Arenas(mm.plan(examples.load("resnet18-inference")), memory_bytes_budget=10)
+    again = _pickled(info.value)
+    assert (again.code, again.arena, again.message) == ("QUOTA_EXCEEDED", "activations",
+                                                        info.value.message)
+    assert (again.step, again.byte_offset, again.overwritten_by) == \
+        (info.value.step, info.value.byte_offset, info.value.overwritten_by)
+
+
+def test_a_checkpoint_error_pickles_with_its_reason():
+    err = mm.CheckpointError("tampered", "digest mismatch")
+    again = _pickled(err)
+    assert type(again) is mm.CheckpointError
+    assert (again.reason, again.code, again.message, str(again)) == \
+        ("tampered", "INVALID_IR_SHAPES", err.message, str(err))
+    assert again.message == "checkpoint refused (tampered): digest mismatch"

@@ -188,6 +188,37 @@ def test_alloc_ctx_tensors_splits_at_max_size():
     assert view.address == (1, 0, 8) and all(t.flags & gg.HAS_DATA for t in ts)
 
 
+def test_alloc_ctx_tensors_skips_bound_tensors_and_binds_later_views():
+    bt = gg.BufferType(16)
+    w0, w1 = gg.Tensor("w0", 20), gg.Tensor("w1", 8)
+    # the size query binds nothing
+    assert gg.alloc_ctx_tensors_size([w0, w1], bt) == 48
+    assert (w0.address, w1.address, w0.flags, w1.flags) == (None, None, 0, 0)
+    assert gg.alloc_ctx_tensors([w0], bt) == [32]
+    # a second context: w0 already has data (skipped), the view of w0 (through
+    # another view, as ggml records its src) follows it, w1 is placed anew
+    part = gg.Tensor("part", 8, op="VIEW", src=[w0], view_src=w0, view_offs=8)
+    sub = gg.Tensor("sub", 4, op="VIEW", src=[part], view_src=w0, view_offs=12)
+    assert gg.alloc_ctx_tensors([w0, sub, w1], bt) == [16]
+    assert (w0.address, sub.address, w1.address) == ((0, 0, 0), (0, 0, 12), (0, 0, 0))
+    assert part.address is None and not sub.flags & gg.HAS_DATA and w1.flags & gg.HAS_DATA
+    assert gg.alloc_ctx_tensors([], bt) == [] and gg.alloc_ctx_tensors_size([], bt) == 0
+
+
+def test_alloc_ctx_tensors_refusals():
+    w = gg.Tensor("w", 8)
+    with pytest.raises(PlanError) as info:
+        gg.alloc_ctx_tensors([w], gg.BufferType(24))
+    assert info.value.code == "ALIGNMENT_VIOLATION" and "24" in str(info.value)
+    # ggml's view_src is always the root: a view of a view is refused, naming it
+    inner = gg.Tensor("inner", 4, op="VIEW", view_src=w)
+    outer = gg.Tensor("outer", 4, op="VIEW", view_src=inner)
+    with pytest.raises(PlanError) as info:
+        gg.alloc_ctx_tensors([w, outer], gg.BufferType(8))
+    assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "outer")
+    assert w.address is None   # nothing bound on a refusal
+
+
 def test_multiple_buffer_types():
     """llama.cpp test-alloc 'multiple_buffer_types': ctx weights in two buffer
     types, then a graph split across them."""

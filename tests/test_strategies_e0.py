@@ -29,6 +29,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
@@ -654,3 +655,46 @@ else:
         if os.environ.get("CI"):
             raise AssertionError(f"CI needs the shared graphs at {SHARED}")
         pytest.skip(f"no shared graphs at {SHARED}")
+
+
+def huge_interval_graph():
+    """a, b: 2^62 bytes over steps 0-4 / 1-4; c: 2^63 bytes at step 2, taken
+    over in place by d (2^63 bytes, steps 3-4): whatever the placement, the
+    three buffers live at step 3 need 2^64 bytes."""
+    g = interval_graph([("a", 0, 4, 2**62), ("b", 1, 4, 2**62), ("c", 2, 3, 2**63),
+                        ("d", 3, 4, 2**63)])
+    next(t for t in g["tensors"] if t["id"] == "d")["can_inplace"] = True
+    return g
+
+
+# The tensor blamed is the buffer being placed when the end passes 2^64-1, by
+# its first member: greedy places {c, d} (largest) and a before b; best_fit
+# places by birth, so {c, d} comes last; tmmu blames the slot's first holder.
+@pytest.mark.parametrize("strategy,fit,blamed", [
+    ("tmmu", "best", "c"), ("greedy_by_size", "best", "b"), ("greedy_by_size", "first", "b"),
+    ("best_fit", "best", "c")])
+def test_placement_overflow_names_the_arena_and_the_tensor(strategy, fit, blamed):
+    for planner in (mm.plan, ref.plan):
+        with pytest.raises(PlanError) as info:
+            planner(huge_interval_graph(), strategy=strategy, fit=fit)
+        e = info.value
+        assert (e.code, e.arena, e.tensor, e.node) == ("ALLOCATION_OVERFLOW", "activations", blamed, None)
+        assert "2^64" in e.message
+
+
+@pytest.mark.parametrize("strategy,blamed", [("auto", "c"), ("optimal", "b")])
+def test_placement_overflow_of_the_searches_names_the_arena_and_the_tensor(strategy, blamed):
+    # auto fails in its first heuristic (the slots: c's slot), optimal in its
+    # greedy start (b, as greedy_by_size)
+    with pytest.raises(PlanError) as info:
+        mm.plan(huge_interval_graph(), strategy=strategy, time_budget_ms=5)
+    assert (info.value.code, info.value.arena, info.value.tensor) == ("ALLOCATION_OVERFLOW", "activations",
+                                                                     blamed)
+
+
+@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size", "best_fit", "auto", "optimal"])
+def test_place_overflow_names_the_row(strategy):
+    size = np.array([2**63, 2**62, 2**62], dtype=np.uint64)
+    with pytest.raises(PlanError) as info:
+        mm.place([0, 0, 1], [2, 2, 2], size, strategy, time_budget_ms=5)
+    assert (info.value.code, info.value.tensor, info.value.arena) == ("ALLOCATION_OVERFLOW", "2", None)

@@ -1,6 +1,7 @@
 // The ggml-style graph allocator (src/emel/memory/graph_allocator.hpp) for
 // emel.memory.ggml: _core.GgmlGraph (a ggml graph as plain rows) and
-// _core.GgmlGraphAllocator. Conversions only.
+// _core.GgmlGraphAllocator, and _core.ggml_alloc_ctx_tensors over a GgmlGraph.
+// Conversions only.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -59,6 +60,25 @@ void bind_ggml(py::module_& m) {
     py::class_<ggml::Graph>(m, "GgmlGraph")
         .def(py::init(&graph_from_rows), py::arg("tensors"), py::arg("nodes"), py::arg("leafs"))
         .def_property_readonly("num_tensors", [](const ggml::Graph& g) { return g.tensors.size(); });
+
+    m.def(
+        "ggml_alloc_ctx_tensors",
+        [](ggml::Graph& g, const std::vector<int32_t>& tensors, uint64_t alignment, uint64_t max_size,
+           const std::vector<AddressTuple>& bound) {
+            if (bound.size() != g.tensors.size())
+                throw py::value_error("alloc_ctx_tensors: one address per tensor expected");
+            std::vector<ggml::Address> addr;
+            addr.reserve(bound.size());
+            for (const auto& [b, c, o] : bound) addr.push_back({b, c, o});
+            const auto r = ggml::alloc_ctx_tensors(g, tensors, ggml::BufferType{alignment, max_size}, addr);
+            std::vector<uint8_t> flags;
+            flags.reserve(g.tensors.size());
+            for (const auto& t : g.tensors) flags.push_back(t.flags);
+            return py::make_tuple(r.buffer_sizes, to_tuples(addr), flags);
+        },
+        py::arg("graph"), py::arg("tensors"), py::arg("alignment"), py::arg("max_size"), py::arg("bound"),
+        "ggml_backend_alloc_ctx_tensors_from_buft over tensors of a GgmlGraph: "
+        "(buffer sizes, addresses per tensor, flags per tensor).");
 
     py::class_<ggml::GraphAllocator>(m, "GgmlGraphAllocator")
         .def(py::init([](const std::vector<std::pair<uint64_t, uint64_t>>& types,

@@ -347,18 +347,6 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("offset", &ggml::TensorAllocator::offset);
 
     m.def(
-        "ggml_alloc_ctx_tensors",
-        [](const std::vector<uint64_t>& sizes, const std::vector<uint8_t>& skip, uint64_t alignment,
-           uint64_t max_size) {
-            if (sizes.size() != skip.size()) throw py::value_error("sizes and skip differ in length");
-            if (!is_power_of_two(alignment))
-                throw PlanError(ErrorCode::AlignmentViolation, "alignment must be a power of two");
-            const auto r = ggml::alloc_ctx_tensors(sizes, skip, alignment, max_size);
-            return py::make_tuple(r.buffer_sizes, r.buffer_of, r.offset);
-        },
-        "ggml_backend_alloc_ctx_tensors_from_buft: buffer sizes and per-tensor placement.");
-
-    m.def(
         "place",
         [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
            const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,

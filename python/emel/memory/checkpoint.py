@@ -41,17 +41,7 @@ class CheckpointError(PlanError):
 
     def __init__(self, reason: str, message: str):
         super().__init__("INVALID_IR_SHAPES", f"checkpoint refused ({reason}): {message}")
-        self.reason = reason
-
-    def __reduce__(self):
-        return (_rebuild, (self.reason, self.message))
-
-
-def _rebuild(reason, message):
-    err = CheckpointError.__new__(CheckpointError)
-    PlanError.__init__(err, "INVALID_IR_SHAPES", message)
-    err.reason = reason
-    return err
+        self.reason = reason  # kept by pickling: PlanError.__reduce__ restores every attribute
 
 
 def checkpoint_bytes(plan_document: dict, options: dict) -> bytes:

@@ -2,18 +2,23 @@
 
     emel-plan GRAPH.json|MODEL.onnx [--mode inference|forward|backward] [--strategy S]
               [--alignment N] [--json OUT] [--plot FILE] [--input-shape NAME=D,D,...]
+              [--shape SYM=N ...] [--replay-token HEX] [--rank R --world-size W]
+              [--shard-spec JSON|FILE]
     emel-plan --example [NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from . import examples
 from .errors import PlanError
 from .graph import load_graph
 from .planning import MODES, STRATEGIES, format_bytes, plan
+from .shapes import resolve_at
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,7 +48,84 @@ def _parser() -> argparse.ArgumentParser:
                    help="also draw memory over steps and the placement of the largest "
                         "non-persistent arena to FILE (.png, .svg or .pdf; needs matplotlib)")
     add_input_shape_option(p)
+    p.add_argument("--shape", action="append", default=[], metavar="SYM=N",
+                   help="plan for symbolic dimension SYM = N instead of its envelope's maximum "
+                        "(repeatable); N outside the envelope is refused (SHAPE_ENVELOPE_EXCEEDED)")
+    add_determinism_options(p)
     return p
+
+
+def add_determinism_options(p: argparse.ArgumentParser, rank: bool = True) -> None:
+    """--replay-token and --shard-spec (and --rank / --world-size with ``rank``),
+    shared by emel-plan and emel-trace; parse them with :func:`determinism_kwargs`."""
+    p.add_argument("--replay-token", default=None, metavar="HEX",
+                   help="32-byte replay token as 64 hex digits (default: derived from the graph "
+                        "and mode; docs/determinism.md)")
+    p.add_argument("--shard-spec", default=None, metavar="JSON|FILE",
+                   help='tensor id -> split axis, as JSON text (e.g. \'{"w": 0}\') or a JSON file')
+    if rank:
+        p.add_argument("--rank", type=int, default=0, metavar="R",
+                       help="plan rank R's share of the sharded graph (default: 0)")
+        p.add_argument("--world-size", type=int, default=1, metavar="W",
+                       help="number of ranks the shard spec splits over (default: 1)")
+
+
+def parse_replay_token(text: str | None) -> bytes | None:
+    """64 hex digits -> 32 bytes; ValueError saying what was expected otherwise."""
+    if text is None:
+        return None
+    try:
+        token = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"--replay-token must be 64 hexadecimal digits, got {text!r}") from None
+    if len(token) != 32:
+        raise ValueError(f"--replay-token must be exactly 32 bytes (64 hex digits), "
+                         f"got {len(token)} bytes from {text!r}")
+    return token
+
+
+def parse_shard_spec(text: str | None) -> dict | None:
+    """JSON text (``{"w": 0}``) or the path of a JSON file -> the shard spec;
+    ValueError when it is neither."""
+    if text is None:
+        return None
+    source = text
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise ValueError(f"--shard-spec wants JSON text like '{{\"w\": 0}}' or a JSON file, "
+                             f"got {text!r} (no such file)")
+        source = path.read_text(encoding="utf-8")
+    try:
+        spec = json.loads(source)
+    except ValueError as e:
+        raise ValueError(f"--shard-spec: {text!r} is not valid JSON ({e})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"--shard-spec must be a JSON object (tensor id -> axis), got {spec!r}")
+    return spec
+
+
+def determinism_kwargs(args) -> dict:
+    """plan()'s replay_token / shard_spec (and rank / world_size when parsed) from ``args``."""
+    out = {"replay_token": parse_replay_token(args.replay_token),
+           "shard_spec": parse_shard_spec(args.shard_spec)}
+    if hasattr(args, "rank"):
+        out.update(rank=args.rank, world_size=args.world_size)
+    return out
+
+
+def parse_symbol_values(items: list[str]) -> dict:
+    """``["seq=128"]`` -> ``{"seq": 128}``; ValueError on a bad item."""
+    values = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            values[name] = int(value)
+        except ValueError:
+            raise ValueError(f"--shape wants SYM=N (e.g. seq=128), got {item!r}") from None
+    return values
 
 
 def add_input_shape_option(p: argparse.ArgumentParser) -> None:
@@ -96,7 +178,10 @@ def summary(result) -> str:
     title = (f"{result.graph_name or '(unnamed graph)'}: mode {result.mode}, strategy "
              f"{result.strategy}, {len(result.tensor_ids)} tensors, {result.steps} steps, "
              f"planned in {result.metrics['allocation_time_ns'] / 1e6:.2f} ms")
-    return "\n".join([title, fmt(header), *(fmt(line) for line in lines)])
+    if result.world_size > 1:
+        title += f", rank {result.rank} of {result.world_size}"
+    return "\n".join([title, fmt(header), *(fmt(line) for line in lines),
+                      f"plan hash {result.plan_hash}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,13 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error("give a GRAPH file or --example (not both)")
     try:
         shapes = parse_input_shapes(args.input_shape)
-    except ValueError as e:
+        symbols = parse_symbol_values(args.shape)
+        determinism = determinism_kwargs(args)
+    except (ValueError, OSError) as e:
         _parser().error(str(e))
     try:
         source = (examples.load(args.example) if args.example is not None
                   else load_model_or_graph(args.graph, shapes))
+        if symbols:
+            source = resolve_at(source.to_dict(), symbols)
         result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
-                      fit=args.fit, time_budget_ms=args.time_budget_ms)
+                      fit=args.fit, time_budget_ms=args.time_budget_ms, **determinism)
     except PlanError as e:
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1

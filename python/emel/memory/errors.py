@@ -50,7 +50,16 @@ class PlanError(ValueError):
         self.arena = arena
 
     def __reduce__(self):
-        return (PlanError, (self.code, self.message, self.tensor, self.node, self.arena))
+        # Rebuild through PlanError.__init__ (the subclass's may take other
+        # arguments), then restore every attribute set since: the engine's
+        # step / byte_offset / overwritten_by, a subclass's own fields.
+        return (_rebuild_plan_error, (type(self), self.code, self.message), dict(self.__dict__))
+
+
+def _rebuild_plan_error(cls, code, message):
+    err = cls.__new__(cls)
+    PlanError.__init__(err, code, message)
+    return err
 
 
 U64_MAX = 2**64 - 1

@@ -204,34 +204,8 @@ class GraphAllocator:
 
     @staticmethod
     def _to_core(graph: Graph):
-        """The graph as the core's rows: tensors indexed in order of first
-        appearance over leafs then nodes (each with its sources and view root)."""
-        tensors, index = [], {}
-
-        def idx(t):
-            if id(t) not in index:
-                index[id(t)] = len(tensors)
-                tensors.append(t)
-            return index[id(t)]
-
-        for t in graph.leafs + graph.nodes:
-            idx(t)
-            for s in t.src:
-                if s is not None:
-                    idx(s)
-            if t.view_src is not None:
-                idx(t.view_src)
-        layouts: dict[Any, int] = {}
-        rows = []
-        for t in tensors:
-            key = t.layout if t.layout is not None else ("bytes", t.nbytes)
-            rows.append((t.name, t.nbytes, layouts.setdefault(key, len(layouts)),
-                         -1 if t.view_src is None else index[id(t.view_src)], t.view_offs, t.flags,
-                         t.op == "NONE", t.op in INPLACE_OPS,
-                         [-1 if s is None else index[id(s)] for s in t.src]))
-        core = _core.GgmlGraph(rows, [index[id(t)] for t in graph.nodes],
-                               [index[id(t)] for t in graph.leafs])
-        return core, tensors
+        """The graph as the core's rows (:func:`_core_graph`) with its nodes and leafs."""
+        return _core_graph(graph.leafs + graph.nodes, graph.nodes, graph.leafs)
 
     def _planned(self, tensors) -> None:
         """Name the last plan's addresses and in-place partners."""
@@ -299,27 +273,68 @@ class TensorAllocator:
 
 
 def alloc_ctx_tensors_size(tensors: Sequence[Tensor], buffer_type: BufferType) -> int:
-    """Bytes ggml_backend_alloc_ctx_tensors_from_buft would allocate."""
-    return sum(_ctx_plan(tensors, buffer_type)[0])
+    """Bytes ggml_backend_alloc_ctx_tensors_from_buft would allocate (nothing is bound)."""
+    return sum(_alloc_ctx(tensors, buffer_type)[0])
 
 
 def alloc_ctx_tensors(tensors: Sequence[Tensor], buffer_type: BufferType) -> list[int]:
     """Weights into buffers of at most buffer_type.max_size bytes, in creation
     order (a tensor larger than that gets a buffer of its own). Sets each
-    tensor's address (buffer index, 0, offset) and HAS_DATA; returns the sizes."""
-    sizes, buffer_of, offsets = _ctx_plan(tensors, buffer_type)
-    for t, b, off in zip(tensors, buffer_of, offsets):
-        if b >= 0:
-            t.address = (b, 0, off)
-            t.flags |= HAS_DATA
-    for t in tensors:  # views of allocated tensors are initialised too
-        if t.view_src is not None and t.view_src.address is not None:
-            root = t.view_src.address
-            t.address = (root[0], root[1], root[2] + t.view_offs)
+    tensor's address (buffer index, 0, offset) and HAS_DATA, and binds the
+    views of bound tensors; returns the sizes."""
+    sizes, bound_tensors, bound, flags = _alloc_ctx(tensors, buffer_type)
+    for t, a, f in zip(bound_tensors, bound, flags):
+        if a[0] >= 0:
+            t.address = tuple(a)
+        t.flags = f
     return sizes
 
 
-def _ctx_plan(tensors, buffer_type):
-    skip = [1 if (t.flags & HAS_DATA or t.view_src is not None) else 0 for t in tensors]
-    return _core.ggml_alloc_ctx_tensors([t.nbytes for t in tensors], skip,
-                                        buffer_type.alignment, buffer_type.max_size)
+def _alloc_ctx(tensors, buffer_type):
+    """The core's alloc_ctx_tensors (graph_allocator.cpp, the C API's too) on a
+    copy of the tensors as rows: ``(buffer sizes, rows' tensors, their
+    addresses, their flags)``; the caller decides whether to bind them."""
+    core, all_tensors = _core_graph(list(tensors), [], [])
+    index = {id(t): i for i, t in enumerate(all_tensors)}
+    sizes, bound, flags = _core.ggml_alloc_ctx_tensors(
+        core, [index[id(t)] for t in tensors], buffer_type.alignment, buffer_type.max_size,
+        [t.address or (-1, -1, 0) for t in all_tensors])
+    return sizes, all_tensors, bound, flags
+
+
+def _core_graph(roots, nodes, leafs):
+    """``roots`` and every tensor they reach through ``src`` / ``view_src``, as the
+    core's rows (indexed in order of first appearance), in a ``_core.GgmlGraph``
+    with ``nodes`` and ``leafs``; returns ``(graph, tensors by row)``."""
+    tensors, index = [], {}
+
+    def idx(t):
+        if id(t) not in index:
+            index[id(t)] = len(tensors)
+            tensors.append(t)
+        return index[id(t)]
+
+    def reach(t):
+        for s in t.src:
+            if s is not None:
+                idx(s)
+        if t.view_src is not None:
+            idx(t.view_src)
+
+    for t in roots:
+        idx(t)
+        reach(t)
+    k = 0
+    while k < len(tensors):  # then what the reached tensors reach (none in a whole graph)
+        reach(tensors[k])
+        k += 1
+    layouts: dict[Any, int] = {}
+    rows = []
+    for t in tensors:
+        key = t.layout if t.layout is not None else ("bytes", t.nbytes)
+        rows.append((t.name, t.nbytes, layouts.setdefault(key, len(layouts)),
+                     -1 if t.view_src is None else index[id(t.view_src)], t.view_offs, t.flags,
+                     t.op == "NONE", t.op in INPLACE_OPS,
+                     [-1 if s is None else index[id(s)] for s in t.src]))
+    core = _core.GgmlGraph(rows, [index[id(t)] for t in nodes], [index[id(t)] for t in leafs])
+    return core, tensors

@@ -1228,12 +1228,22 @@ def _group_victim(a, t, arena, arena_of, partners, b, node_aliases):
     return _inplace_victim(a, t, arena, arena_of, node_aliases, still_free)
 
 
-def _placement_overflow(value):
-    """An offset or an end past 2^64 - 1 while placing buffers.
+class PlacementOverflow(Exception):
+    """An offset or an end past 2^64 - 1 while placing buffer ``buffer``.
 
-    CHOICE (like the core): the error names neither a tensor nor the arena."""
+    The placements see bare buffers; :func:`assign_offsets`, which knows the
+    arena and the buffers' tensors, turns it into ALLOCATION_OVERFLOW."""
+
+    def __init__(self, buffer, value):
+        super().__init__(f"placing buffer {buffer} reaches {value}, past 2^64-1 bytes")
+        self.buffer = buffer
+        self.value = value
+
+
+def _placement_overflow(value, buffer):
+    """``value`` (an offset or an end met while placing ``buffer``), checked."""
     if value > U64_MAX:
-        raise PlanError("ALLOCATION_OVERFLOW", f"placement exceeds 2^64-1 bytes ({value})")
+        raise PlacementOverflow(buffer, value)
     return value
 
 
@@ -1271,9 +1281,9 @@ def place_greedy_by_size(b, fit="best"):
                         break
             cursor = max(cursor, offset[y] + b.size[y])
         if chosen is None:                                      # on top
-            chosen = _placement_overflow(_align_up(cursor, alignment))
+            chosen = _placement_overflow(_align_up(cursor, alignment), x)
         offset[x] = chosen
-        end = max(end, _placement_overflow(chosen + size))
+        end = max(end, _placement_overflow(chosen + size, x))
         placed.append(x)
     return offset, end, "greedy_by_size" if fit == "best" else "greedy_by_size_first_fit"
 
@@ -1331,9 +1341,9 @@ def place_best_fit(b):
                 if top[0] < start:
                     free.append((top[0], start))    # the padding stays free
             else:
-                start = _placement_overflow(_align_up(mark, alignment))
+                start = _placement_overflow(_align_up(mark, alignment), x)
                 _release(free, mark, start)         # the padding stays free
-            mark = max(mark, _placement_overflow(start + size))
+            mark = max(mark, _placement_overflow(start + size, x))
         offset[x] = start
     return offset, mark, "best_fit"
 
@@ -1372,10 +1382,19 @@ def assign_offsets(a, arenas, arena_of, align, aligned_size, strategy, fit, inpl
         if arena.persistent:
             continue
         b = build_buffers(a, arena, arena_of, align, aligned_size, partners, inplace_of)
-        if strategy == "greedy_by_size":
-            offsets, end, method = place_greedy_by_size(b, fit)
-        else:
-            offsets, end, method = place_best_fit(b)
+        try:
+            if strategy == "greedy_by_size":
+                offsets, end, method = place_greedy_by_size(b, fit)
+            else:
+                offsets, end, method = place_best_fit(b)
+        except PlacementOverflow as e:
+            # CHOICE (like the core): name the arena and the buffer being placed,
+            # by its first member (the tensor that gives the buffer its id).
+            who = a.graph.ids[b.members[e.buffer][0]]
+            raise PlanError("ALLOCATION_OVERFLOW",
+                            f"arena {name!r}: placing tensor {who!r} reaches {e.value}, which does "
+                            f"not fit in 64 bits (maximum 2^64 - 1 = {U64_MAX})",
+                            tensor=who, arena=name) from None
         arena.method = method
         arena.size = _u64(_align_up(end, arena.alignment), f"arena {name!r}: its size", arena=name)
         for t in arena.tensors:

@@ -217,6 +217,27 @@ def resolve(document, envelope: Mapping | None = None):
     return out
 
 
+def resolve_at(document, values: Mapping):
+    """The document with the symbols of ``values`` (``{name: size}``) at those
+    sizes and every other symbolic dimension at its maximum: a concrete graph
+    for one point of the envelope.
+
+    A value outside its symbol's declared range raises PlanError
+    ``SHAPE_ENVELOPE_EXCEEDED`` naming the first tensor (in document order)
+    that uses the symbol; an unknown symbol is ``INVALID_IR_SHAPES``.
+    """
+    declared = document_envelope(document)
+    checked = declared.check_values(values)
+    for name, value, lo, hi in declared.violations(checked):
+        first = next(t["id"] for t in document["tensors"]
+                     if any(is_symbolic(d) and d.get("sym") == name for d in t.get("shape", [])))
+        raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
+                        f"symbol {name!r} = {value} is outside its envelope [{lo}, {hi}] "
+                        f"(declared at tensor {first!r})", tensor=first)
+    point = {name: (lo, checked.get(name, hi)) for name, (lo, hi) in declared.items()}
+    return resolve(document, ShapeEnvelope(point))
+
+
 # ---------------------------------------------------------------------------
 # replanning (imports the planner when used)
 # ---------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """emel-trace: record a plan's allocation trace, or verify one against a graph.
 
     emel-trace record GRAPH.json -o TRACE [--mode M] [--strategy S] [--alignment N]
-                      [--replay-token HEX] [--rank R --world-size W] [--shard-spec JSON]
-    emel-trace verify GRAPH.json TRACE [--replay-token HEX] [--shard-spec JSON]
+                      [--replay-token HEX] [--rank R --world-size W] [--shard-spec JSON|FILE]
+    emel-trace verify GRAPH.json TRACE [--replay-token HEX] [--shard-spec JSON|FILE]
 
 TRACE ending in ``.cbor`` is written as canonical CBOR, anything else as JSON
 Lines, gzipped when the name ends in ``.gz`` (``x.jsonl.gz``); ``verify``
@@ -15,23 +15,14 @@ difference otherwise, 2 when the input cannot be read or planned.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from . import cbor
+from .cli import add_determinism_options, determinism_kwargs
 from .errors import PlanError
 from .planning import MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
-
-
-def _token(text: str | None) -> bytes | None:
-    if text is None:
-        return None
-    try:
-        return bytes.fromhex(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--replay-token must be hexadecimal, got {text!r}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,16 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--mode", choices=MODES, default="inference")
     rec.add_argument("--strategy", choices=STRATEGIES, default="tmmu")
     rec.add_argument("--alignment", type=int, default=None, metavar="N")
-    rec.add_argument("--rank", type=int, default=0)
-    rec.add_argument("--world-size", type=int, default=1)
+    add_determinism_options(rec)
     ver = sub.add_parser("verify", help="plan GRAPH again and compare with TRACE")
     ver.add_argument("graph", help="an emel.graph/1 JSON file")
     ver.add_argument("trace", help="a trace written by `emel-trace record`")
+    add_determinism_options(ver, rank=False)  # verify takes rank and world size from the trace
     for q in (rec, ver):
-        q.add_argument("--replay-token", default=None, metavar="HEX",
-                       help="32-byte replay token in hex (default: derived from the graph and mode)")
-        q.add_argument("--shard-spec", default=None, metavar="JSON",
-                       help='tensor id -> split axis, e.g. \'{"w": 0}\'')
         q.add_argument("--fit", choices=("best", "first"), default="best")
         q.add_argument("--time-budget-ms", type=int, default=200, metavar="MS")
     return p
@@ -61,10 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def record(args) -> int:
     result = plan(args.graph, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
-                  fit=args.fit, time_budget_ms=args.time_budget_ms,
-                  replay_token=_token(args.replay_token), rank=args.rank,
-                  world_size=args.world_size,
-                  shard_spec=json.loads(args.shard_spec) if args.shard_spec else None)
+                  fit=args.fit, time_budget_ms=args.time_budget_ms, **determinism_kwargs(args))
     records = trace_records(result.to_dict())
     if args.output == "-":
         sys.stdout.write(to_jsonl(records))
@@ -90,8 +74,7 @@ def verify(args) -> int:
     if not recorded or recorded[0].get("record") != "allocation_header":
         print(f"emel-trace: {args.trace}: the first record is not an allocation_header", file=sys.stderr)
         return 2
-    fresh = replan_records(args.graph, recorded[0], replay_token=_token(args.replay_token),
-                           shard_spec=json.loads(args.shard_spec) if args.shard_spec else None,
+    fresh = replan_records(args.graph, recorded[0], **determinism_kwargs(args),
                            fit=args.fit, time_budget_ms=args.time_budget_ms)
     diff = first_difference(fresh, recorded)
     if diff is None:
@@ -106,8 +89,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         return record(args) if args.command == "record" else verify(args)
-    except (PlanError, OSError, ValueError, KeyError, TypeError, cbor.CBORError,
-            argparse.ArgumentTypeError) as e:
+    except (PlanError, OSError, ValueError, KeyError, TypeError, cbor.CBORError) as e:
         print(f"emel-trace: {e}", file=sys.stderr)
         return 2
 

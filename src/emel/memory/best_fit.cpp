@@ -134,12 +134,12 @@ Placement place_best_fit(const Buffers& b) {
                 start = *s;
             } else {
                 auto s2 = checked_align_up(mark, a);
-                if (!s2) throw PlanError(ErrorCode::AllocationOverflow, "placement exceeds 2^64-1 bytes");
+                if (!s2) throw PlacementOverflow(x);
                 free.release(mark, *s2);
                 start = *s2;
             }
             auto e = checked_add(start, size);
-            if (!e) throw PlanError(ErrorCode::AllocationOverflow, "placement exceeds 2^64-1 bytes");
+            if (!e) throw PlacementOverflow(x);
             mark = std::max(mark, *e);
         }
         out.offset[x] = start;

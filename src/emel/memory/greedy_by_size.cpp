@@ -70,15 +70,16 @@ class PlacedIndex {
     mutable std::vector<Frame> stack_;
 };
 
-uint64_t add_or_throw(uint64_t a, uint64_t b) {
+// `buffer` is the one being placed: the overflow is blamed on it.
+uint64_t add_or_throw(uint64_t a, uint64_t b, uint32_t buffer) {
     auto r = checked_add(a, b);
-    if (!r) throw PlanError(ErrorCode::AllocationOverflow, "placement exceeds 2^64-1 bytes");
+    if (!r) throw PlacementOverflow(buffer);
     return *r;
 }
 
-uint64_t align_or_throw(uint64_t x, uint64_t a) {
+uint64_t align_or_throw(uint64_t x, uint64_t a, uint32_t buffer) {
     auto r = checked_align_up(x, a);
-    if (!r) throw PlanError(ErrorCode::AllocationOverflow, "placement exceeds 2^64-1 bytes");
+    if (!r) throw PlacementOverflow(buffer);
     return *r;
 }
 
@@ -150,9 +151,9 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
             }
             cursor = std::max(cursor, out.offset[q] + b.size[q]);
         }
-        if (!found) chosen = align_or_throw(cursor, a);
+        if (!found) chosen = align_or_throw(cursor, a, x);
         out.offset[x] = chosen;
-        out.end = std::max(out.end, add_or_throw(chosen, size));
+        out.end = std::max(out.end, add_or_throw(chosen, size, x));
         placed[x] = 1;
         if (b.lower[x] < b.upper[x]) index.insert(x);
     }

@@ -46,7 +46,13 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
     b.upper = std::move(upper);
     b.size = std::move(size);
     RowPlacement out;
-    out.placed = place_by(b, s, fit, work_budget, target);
+    try {
+        out.placed = place_by(b, s, fit, work_budget, target);
+    } catch (const PlacementOverflow& e) {
+        const std::string row = std::to_string(e.buffer);
+        throw PlanError(ErrorCode::AllocationOverflow,
+                        "row " + row + ": placing it passes 2^64-1 bytes", row);
+    }
     auto end = checked_align_up(out.placed.end, alignment);
     if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
     out.arena_size = *end;
@@ -66,7 +72,18 @@ void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p) {
         arena.has_slots = false;
         const ArenaBuffers ab = build_buffers(g, p, members[ai], partners);
         const Buffers& b = ab.buffers;
-        const Placement placed = place_by(b, opt.strategy, opt.fit, opt.work_budget, 0);
+        const Placement placed = [&] {
+            try {
+                return place_by(b, opt.strategy, opt.fit, opt.work_budget, 0);
+            } catch (const PlacementOverflow& e) {
+                // The buffer's first member names it, as everywhere in the strategies.
+                const std::string& who = g.tensor_id[ab.first_member[e.buffer]];
+                throw PlanError(ErrorCode::AllocationOverflow,
+                                "arena '" + arena.name + "' would exceed 2^64-1 bytes placing tensor '" +
+                                    who + "'",
+                                who, {}, arena.name);
+            }
+        }();
         auto size = checked_align_up(placed.end, arena.alignment);
         if (!size)
             throw PlanError(ErrorCode::AllocationOverflow,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct Placement {
     std::string method;      // which heuristic produced it (auto/optimal report it)
     bool optimal = false;    // proven optimal (optimal strategy)
     uint64_t lower_bound = 0;  // best proven lower bound on `end` (optimal strategy)
+};
+
+// A placement whose offset or end passes 2^64-1 while placing buffer
+// `buffer`. Placements see bare rows, so they throw this; the caller that
+// knows the rows' tensors and arena turns it into ALLOCATION_OVERFLOW naming
+// them (offsets.cpp).
+struct PlacementOverflow : std::exception {
+    uint32_t buffer;
+    explicit PlacementOverflow(uint32_t buffer_) : buffer(buffer_) {}
+    const char* what() const noexcept override { return "placement exceeds 2^64-1 bytes"; }
 };
 
 enum class Fit : uint8_t { Best, First };

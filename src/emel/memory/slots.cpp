@@ -150,7 +150,7 @@ Placement place_slots(const Buffers& b) {
         if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
         return b.rank[x] < b.rank[y];
     });
-    std::vector<uint32_t> slot(n, kNone), holder;
+    std::vector<uint32_t> slot(n, kNone), holder, first_holder;  // first_holder: per slot
     std::vector<uint64_t> slot_size, slot_align;
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_slots;
     using Active = std::pair<uint64_t, uint32_t>;  // (upper, buffer)
@@ -182,6 +182,7 @@ Placement place_slots(const Buffers& b) {
             chosen = static_cast<uint32_t>(slot_size.size());
             slot_size.push_back(0);
             slot_align.push_back(1);
+            first_holder.push_back(x);
         }
         slot[x] = chosen;
         slot_size[chosen] = std::max(slot_size[chosen], b.size[x]);
@@ -195,7 +196,7 @@ Placement place_slots(const Buffers& b) {
     for (size_t k = 0; k < slot_size.size(); ++k) {
         auto off = checked_align_up(end, slot_align[k]);
         auto e = off ? checked_add(*off, slot_size[k]) : std::nullopt;
-        if (!e) throw PlanError(ErrorCode::AllocationOverflow, "placement exceeds 2^64-1 bytes");
+        if (!e) throw PlacementOverflow(first_holder[k]);  // as layout.cpp: the slot's first holder
         slot_offset[k] = *off;
         end = *e;
     }
