@@ -4,7 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#if defined(__x86_64__) || defined(__i386__)
+// The SHA-NI path needs GCC/Clang's target attribute and CPU detection.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define EMEL_SHA256_X86 1
 #else
@@ -112,7 +113,7 @@ __attribute__((target("sha,sse4.1"))) void compress_shani(uint32_t state[8], con
 #endif
 
 bool detect_shani() {
-#if EMEL_SHA256_X86 && (defined(__GNUC__) || defined(__clang__))
+#if EMEL_SHA256_X86
     __builtin_cpu_init();  // may run before the library's constructors
     return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
 #else
