@@ -12,42 +12,6 @@
 
 namespace emel::memory::cbor {
 
-void Writer::head(uint8_t major, uint64_t n) {
-    const uint8_t m = static_cast<uint8_t>(major << 5);
-    auto big_endian = [&](int width) {
-        for (int i = width - 1; i >= 0; --i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
-    };
-    if (n < 24) {
-        out.push_back(static_cast<uint8_t>(m | n));
-    } else if (n <= 0xff) {
-        out.push_back(m | 24);
-        big_endian(1);
-    } else if (n <= 0xffff) {
-        out.push_back(m | 25);
-        big_endian(2);
-    } else if (n <= 0xffffffffULL) {
-        out.push_back(m | 26);
-        big_endian(4);
-    } else {
-        out.push_back(m | 27);
-        big_endian(8);
-    }
-    spill();
-}
-
-void Writer::bytes(const void* data, size_t len) {
-    head(2, len);
-    const auto* p = static_cast<const uint8_t*>(data);
-    out.insert(out.end(), p, p + len);
-    spill();
-}
-
-void Writer::text(std::string_view s) {
-    head(3, s.size());
-    out.insert(out.end(), s.begin(), s.end());
-    spill();
-}
-
 namespace {
 
 // The half-precision bits of x when x is exactly representable there.

@@ -22,7 +22,7 @@ namespace emel::memory::cbor {
 class Writer {
 public:
     Writer() = default;
-    explicit Writer(Sha256* sink) : sink_(sink) {}
+    explicit Writer(Sha256* sink) : sink_(sink) { out.reserve(kSpillBytes + kMaxInlineItem); }
     // Hands any buffered bytes to the hasher (call before finishing it).
     void flush() {
         if (sink_ && !out.empty()) {
@@ -31,22 +31,48 @@ public:
         }
     }
 
-    void uint(uint64_t n) { head(0, n); }
-    void negative(uint64_t n) { head(1, n); }  // encodes the integer -1 - n
-    void bytes(const void* data, size_t len);
-    void text(std::string_view s);
-    void array(uint64_t len) { head(4, len); }
-    void map(uint64_t len) { head(5, len); }
+    // The item writers are inline: hashing a plan calls them millions of
+    // times, mostly for one-byte heads and short strings.
+    void uint(uint64_t n) { head(0, n); spill(); }
+    void negative(uint64_t n) { head(1, n); spill(); }  // encodes the integer -1 - n
+    void bytes(const void* data, size_t len) {
+        head(2, len);
+        append(static_cast<const uint8_t*>(data), len);
+        spill();
+    }
+    void text(std::string_view s) {
+        head(3, s.size());
+        append(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+        spill();
+    }
+    void array(uint64_t len) { head(4, len); spill(); }
+    void map(uint64_t len) { head(5, len); spill(); }
     void boolean(bool b) { out.push_back(b ? 0xf5 : 0xf4); }
     void null() { out.push_back(0xf6); }
     void float64(double x);
-    void raw(const std::vector<uint8_t>& encoded) { out.insert(out.end(), encoded.begin(), encoded.end()); }
+    void raw(const std::vector<uint8_t>& encoded) { append(encoded.data(), encoded.size()); }
 
     std::vector<uint8_t> out;
 
 private:
-    void head(uint8_t major, uint64_t n);
-    void spill() { if (sink_ && out.size() >= (1u << 16)) flush(); }
+    static constexpr size_t kSpillBytes = size_t{1} << 16;
+    static constexpr size_t kMaxInlineItem = 256;  // room for typical items past the spill mark
+
+    void append(const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); }
+    void head(uint8_t major, uint64_t n) {
+        const auto m = static_cast<uint8_t>(major << 5);
+        if (n < 24) {
+            out.push_back(static_cast<uint8_t>(m | n));
+            return;
+        }
+        // Shortest of 1, 2, 4 or 8 big-endian bytes after the initial byte.
+        const int width = n <= 0xff ? 1 : n <= 0xffff ? 2 : n <= 0xffffffffULL ? 4 : 8;
+        uint8_t encoded[9];
+        encoded[0] = static_cast<uint8_t>(m | (width == 1 ? 24 : width == 2 ? 25 : width == 4 ? 26 : 27));
+        for (int i = 0; i < width; ++i) encoded[1 + i] = static_cast<uint8_t>(n >> (8 * (width - 1 - i)));
+        append(encoded, 1 + static_cast<size_t>(width));
+    }
+    void spill() { if (sink_ && out.size() >= kSpillBytes) flush(); }
     Sha256* sink_ = nullptr;
 };
 
