@@ -620,3 +620,18 @@ def test_shared_graphs_plan_in_every_mode(path):
                 assert arena["slots"] == p["metrics"]["max_live"][name], (path.stem, mode, name)
         assert p["metrics"]["total_bytes"] == sum(a["size"] for a in p["arenas"].values())
         reference.check_plan(document, p, mode=mode)
+
+
+def test_arena_config_accepts_any_mapping_like_the_api():
+    """arenas= may be any Mapping (read-only views included), in the reference as in the core."""
+    from types import MappingProxyType
+
+    import emel.memory as mm
+    doc = chain(4)
+    arenas = MappingProxyType({"activations": MappingProxyType({"alignment_bytes": 64,
+                                                                "capacity_bytes": 1 << 20})})
+    as_dict = {"activations": {"alignment_bytes": 64, "capacity_bytes": 1 << 20}}
+    got = reference.plan(doc, arenas=arenas)
+    assert got == reference.plan(doc, arenas=as_dict)
+    assert got["arenas"]["activations"]["alignment"] == 64
+    assert got == mm.plan(copy.deepcopy(doc), arenas=arenas).to_dict()

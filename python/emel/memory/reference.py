@@ -196,7 +196,7 @@ def check_arena_config(arenas=None, alignment=None):
     config = {}
     if arenas is None:
         return config, default_alignment
-    if not isinstance(arenas, dict):
+    if not isinstance(arenas, Mapping):   # any mapping, as the API takes
         raise _bad(f"arenas= must map arena names to settings, got {_kind(arenas)}")
     for name in arenas:
         if not isinstance(name, str) or not name:
@@ -205,7 +205,7 @@ def check_arena_config(arenas=None, alignment=None):
         settings = arenas[name]
         if settings is None:               # CHOICE: like an empty object; null values count as absent
             settings = {}
-        if not isinstance(settings, dict):
+        if not isinstance(settings, Mapping):
             raise _bad(f"arenas[{name!r}] must be an object of settings, got {_kind(settings)}", arena=name)
         given = {}
         value = settings.get("alignment_bytes")
