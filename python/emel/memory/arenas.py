@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import PlanError
+from .errors import PlanError, U64_MAX
 from .planning import Plan, format_bytes
 
 EXECUTION_MODES = ("standard", "confidential", "regulated")
@@ -29,7 +29,6 @@ NUMPY_DTYPES = {
     "uint8": np.uint8, "bool": np.bool_,
 }
 
-_U64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class ExecutionReport:
 def _check_u64(value: Any, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"{what} must be an integer >= 0, got {value!r}")
-    if value > _U64_MAX:
+    if value > U64_MAX:
         raise ValueError(f"{what} must fit in 64 bits, got {value}")
     return value
 

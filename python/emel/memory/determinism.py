@@ -14,22 +14,18 @@ import hashlib
 from collections.abc import Mapping
 
 from . import cbor
-from .errors import PlanError
+from .errors import PlanError, U64_MAX, is_int
 
 PLAN_HASH_TAG = "tmmu_plan_v1"
 IR_TAG = "emel_ir_v1"
 EXECUTION_ORDER_TAG = "emel_execution_order_v1"
 ARENA_CONFIG_TAG = "emel_arena_config_v1"
 HASH_KEYS = ("ir_hash", "execution_order_hash", "arena_config_hash", "shard_spec_hash", "plan_hash")
-_U64_MAX = 2**64 - 1
 
 
 def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def check_determinism_args(replay_token=None, rank=0, world_size=1, shard_spec=None):
@@ -44,11 +40,11 @@ def check_determinism_args(replay_token=None, rank=0, world_size=1, shard_spec=N
         if len(replay_token) != 32:
             raise PlanError("INVALID_IR_SHAPES",
                             f"replay_token must be exactly 32 bytes, got {len(replay_token)}")
-    if not _is_int(world_size) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise PlanError("INVALID_IR_SHAPES", f"world_size must be an integer >= 1, got {world_size!r}")
-    if world_size > _U64_MAX:
+    if world_size > U64_MAX:
         raise PlanError("ALLOCATION_OVERFLOW", f"world_size = {world_size} does not fit in 64 bits")
-    if not _is_int(rank) or not 0 <= rank < world_size:
+    if not is_int(rank) or not 0 <= rank < world_size:
         raise PlanError("INVALID_IR_SHAPES",
                         f"rank must be an integer in [0, world_size) = [0, {world_size}), got {rank!r}")
     spec = {}
@@ -61,11 +57,11 @@ def check_determinism_args(replay_token=None, rank=0, world_size=1, shard_spec=N
                 raise PlanError("INVALID_IR_SHAPES", f"shard_spec keys must be tensor ids, got {tid!r}")
         for tid in sorted(shard_spec):
             axis = shard_spec[tid]
-            if not _is_int(axis) or axis < 0:
+            if not is_int(axis) or axis < 0:
                 raise PlanError("INVALID_IR_SHAPES",
                                 f"shard_spec[{tid!r}] must be an axis (integer >= 0), got {axis!r}",
                                 tensor=tid)
-            if axis > _U64_MAX:
+            if axis > U64_MAX:
                 raise PlanError("ALLOCATION_OVERFLOW",
                                 f"shard_spec[{tid!r}] = {axis} does not fit in 64 bits", tensor=tid)
             spec[tid] = axis

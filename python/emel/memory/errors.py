@@ -62,13 +62,19 @@ def _rebuild_plan_error(cls, code, message):
     return err
 
 
+#: The largest size, offset or count the core's uint64 arithmetic holds.
 U64_MAX = 2**64 - 1
+
+
+def is_int(value) -> bool:
+    """A JSON integer: a Python int, but not a bool (JSON true/false are not integers)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_u64(value, what: str, tensor=None) -> int:
     """``value`` as a uint64 size: not an integer >= 0 is INVALID_IR_SHAPES,
     above 2^64-1 is ALLOCATION_OVERFLOW; ``what`` starts the message."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not is_int(value) or value < 0:
         raise PlanError("INVALID_IR_SHAPES", f"{what} must be an integer >= 0, got {value!r}",
                         tensor=tensor)
     if value > U64_MAX:

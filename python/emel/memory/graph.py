@@ -12,14 +12,13 @@ import json
 import os
 from typing import Any, Iterable
 
-from .errors import PlanError, check_u64
+from .errors import PlanError, U64_MAX, check_u64, is_int
 from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                      parse_symbolic_dim)
 
 FORMAT = "emel.graph/1"
 ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
 PHASES = ("forward", "backward")
-_U64_MAX = 2**64 - 1
 
 _TENSOR_KEYS = ("id", "shape", "dtype", "role", "nbytes", "arena", "alignment",
                 "saved_for_backward", "can_inplace", "view_of", "must_not_alias")
@@ -28,9 +27,6 @@ _TENSOR_KEYS = ("id", "shape", "dtype", "role", "nbytes", "arena", "alignment",
 def _invalid(message: str, tensor: str | None = None, node: str | None = None) -> PlanError:
     return PlanError("INVALID_IR_SHAPES", message, tensor=tensor, node=node)
 
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _where(kind: str, index: int, ident: Any) -> str:
@@ -82,9 +78,9 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         entry["arena"] = get("arena")
     if get("alignment") is not None:
         align = get("alignment")
-        if not _is_int(align):
+        if not is_int(align):
             raise _invalid(f"{where}: 'alignment' must be an integer, got {align!r}", tensor=tid)
-        if align < 1 or align & (align - 1) or align > _U64_MAX:
+        if align < 1 or align & (align - 1) or align > U64_MAX:
             raise PlanError("ALIGNMENT_VIOLATION",
                             f"{where}: alignment must be a power of two below 2^64, got {align}",
                             tensor=tid)

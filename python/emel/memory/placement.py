@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import PlanError
+from .errors import PlanError, U64_MAX
 from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy
 
-_U64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -57,13 +56,13 @@ def place(lower: Any, upper: Any, size: Any, strategy: str = "greedy_by_size",
     """
     check_strategy(strategy, fit, time_budget_ms)
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 1 \
-            or alignment & (alignment - 1) or alignment > _U64_MAX:
+            or alignment & (alignment - 1) or alignment > U64_MAX:
         raise PlanError("ALIGNMENT_VIOLATION", f"alignment must be a power of two, got {alignment!r}")
     lo, hi, sz = (_as_u64(v, name) for v, name in ((lower, "lower"), (upper, "upper"), (size, "size")))
     if not (len(lo) == len(hi) == len(sz)):
         raise ValueError(f"lower, upper and size must have one length, got {len(lo)}, {len(hi)}, {len(sz)}")
     if capacity is not None and (not isinstance(capacity, int) or isinstance(capacity, bool)
-                                 or capacity < 0 or capacity > _U64_MAX):
+                                 or capacity < 0 or capacity > U64_MAX):
         raise ValueError(f"capacity must be an integer in [0, 2^64), got {capacity!r}")
     offsets, end, info = _core.place(lo, hi, sz, strategy, alignment, fit,
                                      min(time_budget_ms, 2**40), capacity or 0)

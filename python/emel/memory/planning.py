@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _core
 from .determinism import check_determinism_args
-from .errors import PlanError
+from .errors import PlanError, U64_MAX, is_int
 from .graph import ROLES, Graph, load_graph
 from .shapes import resolve
 from .sharding import shard_graph
@@ -23,7 +23,6 @@ DEFAULT_TIME_BUDGET_MS = 200
 DEFAULT_ALIGNMENT = 128
 PLAN_FORMAT = "emel.plan/1"
 _ARENA_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persistent")
-_U64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,11 @@ class ArenaPlacement:
     optimal: bool | None = None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
 
 def _check_alignment(value: Any, what: str, arena: str | None = None) -> int:
-    if not _is_int(value):
+    if not is_int(value):
         raise PlanError("INVALID_IR_SHAPES", f"{what} must be an integer, got {value!r}", arena=arena)
-    if value < 1 or value & (value - 1) or value > _U64_MAX:
+    if value < 1 or value & (value - 1) or value > U64_MAX:
         raise PlanError("ALIGNMENT_VIOLATION", f"{what} must be a power of two, got {value}",
                         arena=arena)
     return value
@@ -92,11 +88,11 @@ def check_arena_config(arenas: Any) -> dict:
         for key in ("capacity_bytes", "page_size"):
             if cfg.get(key) is not None:
                 value = cfg[key]
-                if not _is_int(value) or value < 0:
+                if not is_int(value) or value < 0:
                     raise PlanError("INVALID_IR_SHAPES",
                                     f"arena {name!r}: {key} must be an integer >= 0, got {value!r}",
                                     arena=name)
-                if value > _U64_MAX:
+                if value > U64_MAX:
                     raise PlanError("ALLOCATION_OVERFLOW",
                                     f"arena {name!r}: {key} = {value} does not fit in 64 bits",
                                     arena=name)
@@ -139,7 +135,7 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     if fit not in FITS:
         raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
-    if not _is_int(time_budget_ms) or time_budget_ms < 0:
+    if not is_int(time_budget_ms) or time_budget_ms < 0:
         raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
 
 

@@ -40,7 +40,7 @@ from heapq import heappop, heappush
 
 from . import determinism
 from .cbor import dumps as cbor_dumps
-from .errors import PlanError
+from .errors import PlanError, U64_MAX, is_int
 from .shapes import resolve as _resolve_symbolic_dims
 from .sharding import shard_graph
 
@@ -70,7 +70,6 @@ __all__ = [
     "ELEMENT_SIZES",
 ]
 
-U64_MAX = 2**64 - 1
 #: The largest power of two that is a u64 (CHOICE: the largest valid alignment).
 MAX_ALIGNMENT = 2**63
 
@@ -105,11 +104,6 @@ ARENA_CONFIG_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persiste
 # ---------------------------------------------------------------------------
 # small helpers
 # ---------------------------------------------------------------------------
-def _is_int(x):
-    """A JSON integer: Python int, but not bool (JSON true/false are not integers)."""
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _is_power_of_two(x):
     return 1 <= x <= MAX_ALIGNMENT and x & (x - 1) == 0
 
@@ -186,7 +180,7 @@ def check_arena_config(arenas=None, alignment=None):
     if alignment is None:
         default_alignment = DEFAULT_ALIGNMENT
     else:
-        if not _is_int(alignment):
+        if not is_int(alignment):
             raise _bad(f"alignment= must be an integer power of two >= 1, got {_kind(alignment)} {alignment!r}")
         if not _is_power_of_two(alignment):
             raise PlanError("ALIGNMENT_VIOLATION",
@@ -210,7 +204,7 @@ def check_arena_config(arenas=None, alignment=None):
         given = {}
         value = settings.get("alignment_bytes")
         if value is not None:
-            if not _is_int(value):
+            if not is_int(value):
                 raise _bad(f"arenas[{name!r}].alignment_bytes must be an integer power of two >= 1, "
                            f"got {_kind(value)} {value!r}", arena=name)
             if not _is_power_of_two(value):
@@ -222,7 +216,7 @@ def check_arena_config(arenas=None, alignment=None):
             value = settings.get(key)
             if value is None:
                 continue
-            if not _is_int(value) or value < 0:
+            if not is_int(value) or value < 0:
                 raise _bad(f"arenas[{name!r}].{key} must be an integer >= 0, got {_kind(value)} {value!r}",
                            arena=name)
             _u64(value, f"arenas[{name!r}].{key}", arena=name)
@@ -313,11 +307,11 @@ def _check_uint(value, what, **where):
     """Phase A: an integer >= 0 (INVALID_IR_SHAPES) that fits in a u64
     (ALLOCATION_OVERFLOW). ``what`` is a string, or a function making it (so
     that the message is only formatted when there is an error)."""
-    if _is_int(value) and 0 <= value <= U64_MAX:
+    if is_int(value) and 0 <= value <= U64_MAX:
         return value
     if callable(what):
         what = what()
-    if not _is_int(value):
+    if not is_int(value):
         raise _bad(f"{what} must be an integer >= 0, got {_kind(value)} {value!r}", **where)
     if value < 0:
         raise _bad(f"{what} must be an integer >= 0, got {value}", **where)
@@ -371,7 +365,7 @@ def _check_tensor_shape(k, t):
 
     alignment = t.get("alignment")
     if alignment is not None:
-        if not _is_int(alignment):
+        if not is_int(alignment):
             raise _bad(f"{where}: alignment must be an integer power of two, got {_kind(alignment)} "
                        f"{alignment!r}", **name)
         if not _is_power_of_two(alignment):
@@ -1606,10 +1600,10 @@ def _read_plan(g, plan_dict):
         raise _bad("a plan must be an emel.plan/1 object with 'tensors' and 'arenas' objects")
     arena_size, arena_alignment = {}, {}
     for name, entry in plan_dict["arenas"].items():
-        if not isinstance(entry, dict) or not _is_int(entry.get("size")) or entry["size"] < 0:
+        if not isinstance(entry, dict) or not is_int(entry.get("size")) or entry["size"] < 0:
             raise _bad(f"plan: arenas[{name!r}].size must be an integer >= 0", arena=name)
         al = entry.get("alignment")
-        if not _is_int(al) or not _is_power_of_two(al):
+        if not is_int(al) or not _is_power_of_two(al):
             raise PlanError("ALIGNMENT_VIOLATION",
                             f"plan: arenas[{name!r}].alignment must be a power of two >= 1, got {al!r}", arena=name)
         arena_size[name], arena_alignment[name] = entry["size"], al
@@ -1622,7 +1616,7 @@ def _read_plan(g, plan_dict):
         if not isinstance(e.get("arena"), str) or e["arena"] not in arena_size:
             raise _bad(f"plan: tensor {tid!r} is in arena {e.get('arena')!r}, which is not in the plan's arenas",
                        tensor=tid)
-        if not _is_int(e.get("offset")) or e["offset"] < 0:
+        if not is_int(e.get("offset")) or e["offset"] < 0:
             raise _bad(f"plan: tensor {tid!r} has offset {e.get('offset')!r}; expected an integer >= 0",
                        tensor=tid)
         entries.append(e)

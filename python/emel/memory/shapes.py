@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from .errors import PlanError, check_u64
+from .errors import PlanError, U64_MAX, check_u64
 
 SYMBOLIC_DIM_KEYS = ("sym", "min", "max")
 #: The tag that opens the hashed structure of an envelope.
@@ -26,15 +26,11 @@ REPLAN_POLICIES = ("ABORT", "REPLAN_AT_SAFEPOINT")
 #: How a replan widens a symbol's maximum: to the runtime value, or to the
 #: next power of two (fewer replans, and more cache hits, for growing sizes).
 GROWTH = ("exact", "pow2")
-_U64_MAX = 2**64 - 1
 
 
 def _invalid(message: str, tensor=None, node=None) -> PlanError:
     return PlanError("INVALID_IR_SHAPES", message, tensor=tensor, node=node)
 
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_symbolic(dim) -> bool:
@@ -146,7 +142,7 @@ class ShapeEnvelope(Mapping):
             lo, hi = bounds[name]
             if value > hi:
                 grown = 1 << (value - 1).bit_length() if growth == "pow2" else value
-                hi = grown if grown <= _U64_MAX else value
+                hi = grown if grown <= U64_MAX else value
             bounds[name] = (min(lo, value), hi)
         return ShapeEnvelope(bounds)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 
 from .determinism import check_determinism_args
-from .errors import PlanError
+from .errors import PlanError, is_int
 from .shapes import resolve
 
 #: graph-format.md's element sizes (a dtype not here needs ``nbytes``).
@@ -43,9 +43,6 @@ def _invalid(message: str, tensor=None) -> PlanError:
     return PlanError("INVALID_IR_SHAPES", message, tensor=tensor)
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
 
 def shard_sizes(extent: int, world_size: int) -> list[int]:
     """Every rank's share of ``extent``: as ``numpy.array_split``, the first
@@ -70,14 +67,14 @@ def _byte_size(t: dict) -> int | None:
     """The tensor's bytes (its nbytes, else shape x element size); None when
     unknown (a malformed entry, left to the document checks)."""
     if t.get("nbytes") is not None:
-        return t["nbytes"] if _is_int(t["nbytes"]) else None
+        return t["nbytes"] if is_int(t["nbytes"]) else None
     element = ELEMENT_SIZES.get(t.get("dtype"))
     shape = t.get("shape")
     if element is None or not isinstance(shape, list):
         return None
     size = element
     for dim in shape:
-        if not _is_int(dim):
+        if not is_int(dim):
             return None
         size *= dim
     return size
@@ -94,7 +91,7 @@ def _root_and_offset(tensors: list, index: dict, k: int):
         if not isinstance(view, dict) or view.get("base") not in index:
             return None
         step = view.get("byte_offset") or 0
-        if not _is_int(step):
+        if not is_int(step):
             return None
         offset += step
         k = index[view["base"]]
@@ -152,7 +149,7 @@ def shard_graph(document, rank: int, world_size: int, shard_spec: Mapping | None
             raise _invalid(f"tensor {tid!r}: axis {axis} is outside its shape {shape!r} "
                            f"({rank_text} dimensions)", tensor=tid)
         extent = shape[axis]
-        if not _is_int(extent) or extent < 0:
+        if not is_int(extent) or extent < 0:
             raise _invalid(f"tensor {tid!r}: dimension {axis} must be a concrete integer to be "
                            f"sharded, got {extent!r} (plan a symbolic graph at a resolved "
                            f"envelope)", tensor=tid)
@@ -222,7 +219,7 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
     extent of a sharded input, else on its last axis of extent >=
     ``world_size``; one with neither stays whole. Views follow their root.
     """
-    if not _is_int(world_size) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise _invalid(f"world_size must be an integer >= 1, got {world_size!r}")
     from .graph import load_graph  # validation needs the core: not at import (the reference)
 
@@ -277,6 +274,6 @@ def tensor_parallel_spec(document, world_size: int, *, column=LLAMA_COLUMN_PARAL
 def _activation_axis(shape: list, extents: set, world_size: int) -> int | None:
     for want in (lambda n: n in extents, lambda n: n >= world_size):
         for axis in range(len(shape) - 1, -1, -1):
-            if _is_int(shape[axis]) and want(shape[axis]):
+            if is_int(shape[axis]) and want(shape[axis]):
                 return axis
     return None
