@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from . import examples
-from .errors import PlanError
 from .graph import load_graph
 from .planning import MODES, STRATEGIES, format_bytes, plan
 from .shapes import resolve_at
@@ -201,10 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             source = resolve_at(source.to_dict(), symbols)
         result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
                       fit=args.fit, time_budget_ms=args.time_budget_ms, **determinism)
-    except PlanError as e:
-        print(f"emel-plan: {e}", file=sys.stderr)
-        return 1
-    except (OSError, KeyError, ValueError, ImportError) as e:
+    except (OSError, KeyError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
     out = sys.stdout

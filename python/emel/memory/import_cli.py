@@ -14,7 +14,6 @@ import importlib
 import sys
 
 from .cli import add_input_shape_option, parse_input_shapes
-from .errors import PlanError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,10 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from .onnx_importer import from_onnx
             graph = from_onnx(args.model, input_shapes=shapes or None, name=args.name)
-    except PlanError as e:
-        print(f"emel-import: {e}", file=sys.stderr)
-        return 1
-    except (OSError, ImportError, ValueError, AttributeError) as e:
+    except (OSError, ImportError, ValueError, AttributeError) as e:  # PlanError is a ValueError
         print(f"emel-import: {e}", file=sys.stderr)
         return 1
     text = graph.to_json(indent=1) + "\n"
