@@ -49,7 +49,11 @@ std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vec
 
 }  // namespace
 
-Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
+namespace {
+
+// auto without a capacity target: the portfolio, the exact search on small
+// instances, then local search over greedy orders.
+Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     const uint64_t bound = buffers_lower_bound(b);
     // The portfolio, in tie-break order.
     Placement best = place_slots(b);
@@ -77,9 +81,8 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
 
     // Small instances: an exact search with the remaining budget.
     if (best.end > bound && b.count() <= 2000 && work < work_budget) {
-        // Half of what is left, three quarters when the caller posed a capacity.
-        const uint64_t left = work_budget - work;
-        Placement p = place_optimal(b, target ? left / 4 * 3 : left / 2, target);
+        // Half of what is left.
+        Placement p = place_optimal(b, (work_budget - work) / 2, 0);
         work += p.work;
         if (p.end < best.end) {
             best_order = order_by_offset(b, p);
@@ -112,6 +115,29 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
             best_order = std::move(order);
         }
     }
+    best.work = work;
+    return best;
+}
+
+}  // namespace
+
+Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
+    // A capacity is a target to try, never a handicap: the untargeted answer
+    // is always computed, and only when it misses the target does a second
+    // budget go to an exact search aimed at the target (docs/strategies.md §4).
+    Placement best = place_auto_untargeted(b, work_budget);
+    // Whatever the winner, the peak of live bytes is a proven bound, and an
+    // answer that meets it is proven optimal.
+    const uint64_t bound = buffers_lower_bound(b);
+    best.lower_bound = std::max(best.lower_bound, bound);
+    best.optimal = best.optimal || best.end <= best.lower_bound;
+    if (target == 0 || best.end <= target || best.optimal) return best;
+    Placement aimed = place_optimal(b, work_budget, target);
+    const uint64_t work = best.work + aimed.work;
+    const uint64_t proven = std::max(best.lower_bound, aimed.lower_bound);
+    if (aimed.end < best.end) best = std::move(aimed);
+    best.lower_bound = proven;
+    best.optimal = best.end <= proven;
     best.work = work;
     return best;
 }

@@ -25,11 +25,12 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
         throw PlanError(ErrorCode::AlignmentViolation,
                         "alignment must be a power of two, got " + std::to_string(alignment));
     const size_t n = size.size();
-    Buffers b;
-    b.alignment.assign(n, alignment);
-    b.rank.resize(n);
+    // A row with lower == upper is never live (docs/strategies.md §6): it holds
+    // no bytes at any instant, so it gets offset 0 and counts toward neither the
+    // end nor the lower bound. Only the live rows are placed.
+    std::vector<uint32_t> live_rows;
+    live_rows.reserve(n);
     for (size_t x = 0; x < n; ++x) {
-        b.rank[x] = static_cast<uint32_t>(x);
         if (lower[x] > upper[x])
             throw PlanError(ErrorCode::InvalidIrShapes,
                             "row " + std::to_string(x) + ": lower " + std::to_string(lower[x]) +
@@ -40,19 +41,33 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
             throw PlanError(ErrorCode::AllocationOverflow,
                             "row " + std::to_string(x) + ": size overflows when aligned",
                             std::to_string(x));
-        size[x] = *rounded;
+        if (lower[x] < upper[x]) live_rows.push_back(static_cast<uint32_t>(x));
     }
-    b.lower = std::move(lower);
-    b.upper = std::move(upper);
-    b.size = std::move(size);
+    Buffers b;
+    const size_t m = live_rows.size();
+    b.alignment.assign(m, alignment);
+    b.rank.resize(m);
+    b.lower.resize(m);
+    b.upper.resize(m);
+    b.size.resize(m);
+    for (size_t k = 0; k < m; ++k) {
+        const uint32_t x = live_rows[k];
+        b.rank[k] = static_cast<uint32_t>(k);  // row order is id order
+        b.lower[k] = lower[x];
+        b.upper[k] = upper[x];
+        b.size[k] = *checked_align_up(size[x], alignment);
+    }
     RowPlacement out;
     try {
         out.placed = place_by(b, s, fit, work_budget, target);
     } catch (const PlacementOverflow& e) {
-        const std::string row = std::to_string(e.buffer);
+        const std::string row = std::to_string(live_rows[e.buffer]);
         throw PlanError(ErrorCode::AllocationOverflow,
                         "row " + row + ": placing it passes 2^64-1 bytes", row);
     }
+    std::vector<uint64_t> offsets(n, 0);
+    for (size_t k = 0; k < m; ++k) offsets[live_rows[k]] = out.placed.offset[k];
+    out.placed.offset = std::move(offsets);
     auto end = checked_align_up(out.placed.end, alignment);
     if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
     out.arena_size = *end;

@@ -42,7 +42,12 @@ class CanonicalSearch {
         for (size_t x = 0; x < n_; ++x) {
             from_[x] = at(b.lower[x]);
             to_[x] = at(b.upper[x]);
-            if (from_[x] < to_[x]) active_.push_back(static_cast<uint32_t>(x));
+            // A buffer that is never live or holds no bytes constrains nothing:
+            // it stays at offset 0 outside the search. (A zero-size buffer in the
+            // search would make its own offset the "lowest top", and dominance
+            // would then cut every branch: a false infeasibility proof.)
+            if (from_[x] >= to_[x] || b.size[x] == 0) continue;
+            active_.push_back(static_cast<uint32_t>(x));
             for (uint32_t s = from_[x]; s < to_[x]; ++s) in_section_[s].push_back(static_cast<uint32_t>(x));
         }
         conflicts_.resize(n_);
@@ -326,7 +331,11 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         work += spent;
         if (r == Outcome::Found) {
             uint64_t end = 0;
-            for (size_t x = 0; x < b.count(); ++x) end = std::max(end, offsets[x] + b.size[x]);
+            for (size_t x = 0; x < b.count(); ++x)
+                if (b.lower[x] < b.upper[x]) end = std::max(end, offsets[x] + b.size[x]);
+            // A placement found under `capacity` ends there or below; anything
+            // else would stall the bisection, so it is never taken.
+            if (end > capacity) break;
             best.offset = offsets;
             best.end = end;
             best.method = "optimal_search";
