@@ -858,3 +858,22 @@ def test_c_ggml_allocator_matches_python_on_random_graphs(ggml_lib, seed, strate
         assert c.bound() == {t.name: t.address for t in c.tensors}
     finally:
         c.close()
+
+
+def test_emel_place_never_live_rows_return(native_paths):
+    """Issue 11: rows with lower == upper hung auto / optimal through emel_place.
+    Run in a child with a timeout, so a hang fails this test, not the run."""
+    _, library = native_paths
+    code = f"""
+import ctypes
+lib = ctypes.CDLL({library!r})
+U = ctypes.c_uint64 * 3
+for strategy in (3, 4):  # EMEL_STRATEGY_AUTO, EMEL_STRATEGY_OPTIMAL
+    off, end = U(9, 9, 9), ctypes.c_uint64(99)
+    status = lib.emel_place(U(5, 10, 22), U(5, 24, 22), U(1000, 7, 1991), ctypes.c_size_t(3),
+                            strategy, ctypes.c_uint64(1), ctypes.c_uint64(1), off, ctypes.byref(end))
+    print(status, list(off), end.value)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["0 [0, 0, 0] 7", "0 [0, 0, 0] 7"]

@@ -119,6 +119,7 @@ py::dict arena_dict(const ArenaPlan& a) {
     d["optimal"] = a.optimal;
     d["proven_bound"] = a.proven_bound;
     d["lower_bound"] = a.lower_bound;
+    d["peak_live_bytes"] = a.peak_live_bytes;
     d["max_live"] = a.max_live;
     d["storage_tensors"] = a.storage_tensors;
     d["memory_reuse_ratio"] = a.memory_reuse_ratio;

@@ -160,17 +160,21 @@ def load_model_or_graph(path: str, input_shapes: dict | None = None):
 def summary(result) -> str:
     """The human-readable per-arena table the CLI prints."""
     rows = result.summary_rows()
-    header = ("arena", "size", "lower bound", "size/bound", "slots", "tensors", "reuse", "frag")
+    header = ("arena", "size", "lower bound", "size/bound", "method", "proven", "slots", "tensors",
+              "reuse", "slot slack")
     lines = [[r["arena"] + (" (persistent)" if r["persistent"] else ""), format_bytes(r["size"]),
               format_bytes(r["lower_bound"]),
               "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+              r["method"] or "-",
+              "-" if r["optimal"] is None else ("optimal" if r["optimal"]
+                                                else f">= {format_bytes(r['proven_bound'])}"),
               "-" if r["slots"] is None else str(r["slots"]), str(r["tensors"]),
               "-" if r["reuse"] is None else f"{r['reuse']:.1%}",
               f"{r['fragmentation']:.1%}"] for r in rows]
     total = result.total_bytes
     bound = sum(r["lower_bound"] for r in rows)
     lines.append(["total", format_bytes(total), format_bytes(bound),
-                  "-" if not bound else f"{total / bound:.3f}", "", "", "", ""])
+                  "-" if not bound else f"{total / bound:.3f}", "", "", "", "", "", ""])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
     fmt = lambda cells: "  ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -179,7 +183,12 @@ def summary(result) -> str:
              f"planned in {result.metrics['allocation_time_ns'] / 1e6:.2f} ms")
     if result.world_size > 1:
         title += f", rank {result.rank} of {result.world_size}"
-    return "\n".join([title, fmt(header), *(fmt(line) for line in lines),
+    notes = ["size/bound: arena size over the peak of live bytes (an in-place pair counted once); "
+             "no plan of this order can go below 1.000.",
+             "slot slack (internal_fragmentation_ratio): the share of the byte-steps reserved for "
+             "tensors that their own bytes leave unused, e.g. a small tensor in a larger slot; it is "
+             "not memory beyond the arena size."]
+    return "\n".join([title, fmt(header), *(fmt(line) for line in lines), *notes,
                       f"plan hash {result.plan_hash}"])
 
 

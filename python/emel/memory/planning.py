@@ -51,6 +51,12 @@ class ArenaPlacement:
     capacity_bytes: int | None
     method: str | None = None
     optimal: bool | None = None
+    # The best bound the search proved (auto / optimal): size == proven_bound
+    # means optimal. peak_live_bytes counts an in-place pair twice at the step
+    # where the taker overwrites its victim, so it can pass `size`;
+    # lower_bound counts the pair once and never does.
+    proven_bound: int | None = None
+    peak_live_bytes: int | None = None
 
 
 
@@ -244,8 +250,14 @@ class Plan:
             lower_bound=row["lower_bound"], page_size=row["page_size"],
             persistent=row["persistent"], capacity_bytes=row["capacity_bytes"],
             method=row["method"] or None,
-            optimal=row["optimal"] if self.strategy == "optimal" else None)
+            optimal=row["optimal"] if self._searched(row) else None,
+            proven_bound=row["proven_bound"] if self._searched(row) else None,
+            peak_live_bytes=row["peak_live_bytes"])
             for row, size in zip(self._arena_rows, self._arena_sizes)}
+
+    def _searched(self, row: dict) -> bool:
+        """auto and optimal prove a bound for each arena they place by offsets."""
+        return self.strategy in ("auto", "optimal") and row["slots"] is None
 
     @property
     def metrics(self) -> dict:
@@ -291,6 +303,7 @@ class Plan:
             "peak_logical_slots": per("slots"),
             "peak_physical_bytes": {r["name"]: s for r, s in zip(rows, self._arena_sizes)},
             "lower_bound": per("lower_bound"),
+            "peak_live_bytes": per("peak_live_bytes"),
             "max_live": per("max_live"),
             "storage_tensors": per("storage_tensors"),
             "memory_reuse_ratio": {r["name"]: (r["memory_reuse_ratio"] if r["slots"] is not None
@@ -366,22 +379,29 @@ class Plan:
                          "tensors": row["storage_tensors"],
                          "reuse": row["memory_reuse_ratio"] if row["slots"] is not None else None,
                          "fragmentation": row["internal_fragmentation_ratio"],
-                         "persistent": row["persistent"]})
+                         "persistent": row["persistent"],
+                         "method": row["method"] or ("slots" if row["slots"] is not None else None),
+                         "optimal": row["optimal"] if self._searched(row) else None,
+                         "proven_bound": row["proven_bound"] if self._searched(row) else None})
         return rows
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{r['arena']}={format_bytes(r['size'])}" for r in self.summary_rows())
+        parts = ", ".join(f"{r['arena']}={format_bytes(r['size'])}{_method_text(r)}"
+                          for r in self.summary_rows())
         return (f"<Plan {self.graph_name or '(unnamed)'} mode={self.mode} strategy={self.strategy} "
                 f"tensors={len(self.tensor_ids)} steps={self.steps} total={format_bytes(self.total_bytes)}"
                 f"{' [' + parts + ']' if parts else ''}>")
 
     def _repr_html_(self) -> str:
         head = ("<tr><th>arena</th><th>size</th><th>lower bound</th><th>size / bound</th>"
-                "<th>slots</th><th>tensors</th><th>reuse</th><th>fragmentation</th></tr>")
+                "<th>method</th><th>slots</th><th>tensors</th><th>reuse</th>"
+                "<th title='internal_fragmentation_ratio: the share of the byte-steps reserved for "
+                "tensors that their own bytes leave unused (a small tensor in a larger slot or "
+                "buffer); size / bound is the overhead figure'>slot slack</th></tr>")
         body = "".join(
             f"<tr><td>{html.escape(r['arena'])}{' (persistent)' if r['persistent'] else ''}</td>"
             f"<td>{format_bytes(r['size'])}</td><td>{format_bytes(r['lower_bound'])}</td>"
-            f"<td>{_ratio_text(r['ratio'])}</td>"
+            f"<td>{_ratio_text(r['ratio'])}</td><td>{html.escape(_method_text(r).strip(' ()'))}</td>"
             f"<td>{'' if r['slots'] is None else r['slots']}</td><td>{r['tensors']}</td>"
             f"<td>{_percent(r['reuse'])}</td>"
             f"<td>{_percent(r['fragmentation'])}</td></tr>"
@@ -390,6 +410,19 @@ class Plan:
                             f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
                             f"{format_bytes(self.total_bytes)}")
         return f"<div><b>Plan</b> {title}<table>{head}{body}</table></div>"
+
+
+def _method_text(row: dict) -> str:
+    """' (auto_search, optimal)' / ' (optimal_search, within 0.4% of optimal)': how an
+    offset arena was placed and what the search proved; '' for slot arenas."""
+    if row["slots"] is not None or not row["method"]:
+        return ""
+    if row["optimal"] is None:
+        return f" ({row['method']})"
+    if row["optimal"]:
+        return f" ({row['method']}, optimal)"
+    gap = row["size"] / row["proven_bound"] - 1 if row["proven_bound"] else None
+    return f" ({row['method']}, {'no bound proven' if gap is None else f'within {gap:.1%} of optimal'})"
 
 
 def _percent(value: float | None) -> str:

@@ -1251,7 +1251,7 @@ def place_greedy_by_size(b, fit="best"):
     A plain scan over the buffers placed so far replaces the core's interval
     index: it finds the same conflicting buffers."""
     order = sorted(range(b.count),
-                   key=lambda x: (-b.size[x], -(b.upper[x] - b.lower[x]), b.lower[x], b.rank[x]))
+                   key=lambda x: (-b.size[x], b.lower[x], -(b.upper[x] - b.lower[x]), b.rank[x]))
     offset = [None] * b.count
     lower, upper = b.lower, b.upper
     placed = []
@@ -1706,12 +1706,13 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
     formats.md: in an arena placed by an offset strategy ``peak_logical_slots``
     and ``memory_reuse_ratio`` are None, and ``internal_fragmentation_ratio``
     uses each tensor's buffer size (``reserved``) in place of a slot size."""
-    keys = ("peak_logical_slots", "peak_physical_bytes", "lower_bound", "max_live", "storage_tensors",
-            "memory_reuse_ratio", "internal_fragmentation_ratio")
+    keys = ("peak_logical_slots", "peak_physical_bytes", "lower_bound", "peak_live_bytes", "max_live",
+            "storage_tensors", "memory_reuse_ratio", "internal_fragmentation_ratio")
     result = {key: {} for key in keys}
     steps = a.last + 1
     for name, arena in arenas.items():
         live_bytes = [0] * (steps + 1)
+        shared_bytes = [0] * (steps + 1)   # bytes an in-place pair shares while both live
         live_count = [0] * (steps + 1)
         used = 0          # A: sum of size x lifetime
         reserved_total = 0    # B: sum of slot (or buffer) size x lifetime
@@ -1725,23 +1726,31 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
                 # the pair made at step b (taker born, victim dying) counts once
                 live_count[b] -= 1
                 live_count[b + 1] += 1
+                v = inplace_of[t]
+                lo, hi = max(b, a.birth[v]), min(d, a.death[v])
+                if lo <= hi:
+                    shared_bytes[lo] += min(a.sizes[t], a.sizes[v])
+                    shared_bytes[hi + 1] -= min(a.sizes[t], a.sizes[v])
             used += a.sizes[t] * (d - b + 1)
             held = arena.slots[slot_of[t]].size if slot_of[t] is not None else reserved[t]
             reserved_total += held * (d - b + 1)
-        lower_bound = max_live = 0
-        running_bytes = running_count = 0
+        lower_bound = peak_live = max_live = 0
+        running_bytes = running_shared = running_count = 0
         for s in range(steps):
             running_bytes += live_bytes[s]
+            running_shared += shared_bytes[s]
             running_count += live_count[s]
-            lower_bound = max(lower_bound, running_bytes)
+            peak_live = max(peak_live, running_bytes)
+            lower_bound = max(lower_bound, running_bytes - running_shared)
             max_live = max(max_live, running_count)
         has_slots = arena.method is None
         result["peak_logical_slots"][name] = len(arena.slots) if has_slots else None
         result["peak_physical_bytes"][name] = arena.size
         # In-place pairs count twice, so the peak can pass the arena size; like
         # every reported size it must still fit in 64 bits.
-        result["lower_bound"][name] = _u64(lower_bound, f"arena {name!r}: live bytes at the peak",
-                                           arena=name)
+        result["peak_live_bytes"][name] = _u64(peak_live, f"arena {name!r}: live bytes at the peak",
+                                               arena=name)
+        result["lower_bound"][name] = lower_bound
         result["max_live"][name] = max_live
         result["storage_tensors"][name] = len(arena.tensors)
         result["memory_reuse_ratio"][name] = _ratio(len(arena.slots), len(arena.tensors)) if has_slots else None

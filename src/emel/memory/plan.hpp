@@ -82,7 +82,8 @@ struct ArenaPlan {
     std::vector<uint64_t> slot_offset;
     std::vector<uint32_t> slot_first_holder;
     // metrics (§7)
-    uint64_t lower_bound = 0;
+    uint64_t lower_bound = 0;      // peak of live bytes, an in-place group counted once
+    uint64_t peak_live_bytes = 0;  // peak of live bytes, every tensor counted
     uint64_t max_live = 0;
     uint64_t storage_tensors = 0;
     double memory_reuse_ratio = 0.0;
