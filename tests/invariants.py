@@ -52,7 +52,7 @@ STORAGE_KEYS = {"arena", "offset", "size", "slot", "birth", "death"}
 VIEW_KEYS = {"arena", "offset", "size", "view_of"}
 ARENA_KEYS = {"size", "alignment", "slots", "lower_bound", "page_size", "persistent"}
 METRIC_MAPS = (
-    "peak_logical_slots", "peak_physical_bytes", "lower_bound", "max_live",
+    "peak_logical_slots", "peak_physical_bytes", "lower_bound", "peak_live_bytes", "max_live",
     "storage_tensors", "memory_reuse_ratio", "internal_fragmentation_ratio",
 )
 
@@ -401,9 +401,12 @@ def _check_arena(f, P, A, M, name, members, eff_align, has_mna):
     # no two live-together storage tensors share bytes (except in place)
     _check_no_overlap(f, P, name, members, n_steps)
 
-    # live counts: max_live and lower_bound
+    # live counts: max_live, the peak of live bytes, and the lower bound,
+    # which counts the bytes an in-place pair shares once (the victim's
+    # bytes are the taker's, at the same offset, while both are live)
     cnt = [0] * (n_steps + 1)
     byt = [0] * (n_steps + 1)
+    shared = [0] * (n_steps + 1)
     for t in members:
         b, d = P[t]["birth"], P[t]["death"]
         cnt[b] += 1
@@ -414,15 +417,24 @@ def _check_arena(f, P, A, M, name, members, eff_align, has_mna):
         if v is not None:
             cnt[b] -= 1          # the pair made at step b counts once
             cnt[b + 1] += 1
-    max_live = lower = 0
-    c = s = 0
+            first, last = max(b, P[v]["birth"]), min(d, P[v]["death"])
+            if first <= last:
+                both = min(f.size[t], f.size[v])
+                shared[first] += both
+                shared[last + 1] -= both
+    max_live = lower = peak = 0
+    c = s = sh = 0
     for k in range(n_steps):
         c += cnt[k]
         s += byt[k]
+        sh += shared[k]
         max_live = max(max_live, c)
-        lower = max(lower, s)
+        peak = max(peak, s)
+        lower = max(lower, s - sh)
     assert a["lower_bound"] == lower, ("lower_bound", name, a["lower_bound"], lower)
     assert M["lower_bound"][name] == lower, ("metrics.lower_bound", name)
+    assert M["peak_live_bytes"][name] == peak, ("metrics.peak_live_bytes", name)
+    assert a["size"] >= lower, ("size below the lower bound", name, a["size"], lower)
     assert M["max_live"][name] == max_live, ("metrics.max_live", name, M["max_live"][name], max_live)
     if a["persistent"]:
         assert slots == len(members), ("persistent slots", name, slots, len(members))

@@ -71,6 +71,7 @@ PLAN = {
         "peak_logical_slots": {"activations": 2, "parameters": 1},
         "peak_physical_bytes": {"activations": 256, "parameters": 128},
         "lower_bound": {"activations": 64, "parameters": 32},
+        "peak_live_bytes": {"activations": 64, "parameters": 32},
         "max_live": {"activations": 2, "parameters": 1},
         "storage_tensors": {"activations": 4, "parameters": 1},
         "memory_reuse_ratio": {"activations": 0.5, "parameters": 0.0},
@@ -165,7 +166,7 @@ def _second_parameter(g, p, swapped):
     p["tensors"]["w"].update(offset=128 * sw, slot=sw)
     p["arenas"]["parameters"].update(size=256, slots=2, lower_bound=64)
     m = p["metrics"]
-    for key, value in (("peak_logical_slots", 2), ("peak_physical_bytes", 256), ("lower_bound", 64),
+    for key, value in (("peak_logical_slots", 2), ("peak_physical_bytes", 256), ("lower_bound", 64), ("peak_live_bytes", 64),
                        ("max_live", 2), ("storage_tensors", 2)):
         m[key]["parameters"] = value
     m["total_bytes"] = 512

@@ -207,7 +207,7 @@ def test_optimal_solves_minimalloc_instances_at_capacity():
     for name in ("B", "F", "H"):
         _, lower, upper, size = mm.read_buffers_csv(
             SHARED / "dsa" / "minimalloc-challenging" / f"{name}.1048576.csv")
-        p = mm.place(lower, upper, size, strategy="optimal", capacity=1048576, time_budget_ms=2000)
+        p = mm.place(lower, upper, size, strategy="optimal", capacity=1048576, time_budget_ms=5000)
         assert p.size <= 1048576, name
         assert overlaps(lower.tolist(), upper.tolist(), size.tolist(), p.offsets.tolist()) is None
         assert mm.place(lower, upper, size).size > 1048576  # greedy alone does not fit

@@ -24,31 +24,32 @@ enum class Outcome { Found, Infeasible, OutOfBudget };
 class CanonicalSearch {
   public:
     explicit CanonicalSearch(const Buffers& b) : b_(b), n_(b.count()) {
-        std::vector<uint64_t> times;
-        for (size_t x = 0; x < n_; ++x) {
-            times.push_back(b.lower[x]);
-            times.push_back(b.upper[x]);
-        }
-        std::sort(times.begin(), times.end());
-        times.erase(std::unique(times.begin(), times.end()), times.end());
-        auto at = [&](uint64_t t) {
-            return static_cast<uint32_t>(std::lower_bound(times.begin(), times.end(), t) -
-                                         times.begin());
-        };
-        sections_ = times.empty() ? 0 : times.size() - 1;
-        from_.resize(n_);
-        to_.resize(n_);
+        // A buffer that is never live or holds no bytes constrains nothing:
+        // it stays at offset 0 outside the search. (A zero-size buffer in the
+        // search would make its own offset the "lowest top", and dominance
+        // would then cut every branch: a false infeasibility proof.)
+        std::vector<uint64_t> ends;
+        for (size_t x = 0; x < n_; ++x)
+            if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
+                active_.push_back(static_cast<uint32_t>(x));
+                ends.push_back(b.upper[x]);
+            }
+        std::sort(ends.begin(), ends.end());
+        ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+        // Sections, as MiniMalloc's sweep makes them: one per distinct end
+        // time e, holding the buffers live just before e (lower < e <= upper).
+        // Two buffers are live together exactly when they share a section
+        // (both hold the earlier of their two ends), and every maximal set of
+        // buffers live together is a section, so the section checks lose
+        // nothing against one section per time step, with far fewer sections.
+        sections_ = ends.size();
+        from_.assign(n_, 0);
+        to_.assign(n_, 0);
         in_section_.resize(sections_);
-        for (size_t x = 0; x < n_; ++x) {
-            from_[x] = at(b.lower[x]);
-            to_[x] = at(b.upper[x]);
-            // A buffer that is never live or holds no bytes constrains nothing:
-            // it stays at offset 0 outside the search. (A zero-size buffer in the
-            // search would make its own offset the "lowest top", and dominance
-            // would then cut every branch: a false infeasibility proof.)
-            if (from_[x] >= to_[x] || b.size[x] == 0) continue;
-            active_.push_back(static_cast<uint32_t>(x));
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) in_section_[s].push_back(static_cast<uint32_t>(x));
+        for (uint32_t x : active_) {
+            from_[x] = static_cast<uint32_t>(std::upper_bound(ends.begin(), ends.end(), b.lower[x]) - ends.begin());
+            to_[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b.upper[x]) - ends.begin()) + 1;
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) in_section_[s].push_back(x);
         }
         conflicts_.resize(n_);
         for (size_t i = 0; i < active_.size(); ++i)
@@ -63,46 +64,17 @@ class CanonicalSearch {
             for (uint32_t x : active_)
                 for (uint32_t y : b.partners[x])
                     if (from_[y] < to_[y] && !b.live_together(x, y)) conflicts_[x].push_back(y);
-        // Static preorders (MiniMalloc's "TWA", "WAT", "TAW"): T = the largest
-        // section total the buffer spans, W = its lifetime's length, A = area.
-        std::vector<uint64_t> total(sections_, 0);
+        initial_total_.assign(sections_, 0);
         for (uint32_t x : active_)
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) total[s] += b.size[x];
-        key_t_.assign(n_, 0);
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) initial_total_[s] += b.size[x];
+        initial_cuts_.assign(sections_ > 0 ? sections_ - 1 : 0, 0);
         for (uint32_t x : active_)
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) key_t_[x] = std::max(key_t_[x], total[s]);
-        // W is taken two ways, as the lifetime's length and as the number of
-        // sections it spans: each helps on different instances.
-        for (int h = 0; h < 6; ++h) {
-            std::vector<uint32_t> order = active_;
-            const bool by_sections = h >= 3;
-            std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-                const unsigned __int128 ax = static_cast<unsigned __int128>(to_[x] - from_[x]) * b.size[x];
-                const unsigned __int128 ay = static_cast<unsigned __int128>(to_[y] - from_[y]) * b.size[y];
-                const uint64_t wx = by_sections ? to_[x] - from_[x] : b.upper[x] - b.lower[x];
-                const uint64_t wy = by_sections ? to_[y] - from_[y] : b.upper[y] - b.lower[y];
-                const auto cmp3 = [](auto a1, auto b1, auto a2, auto b2, auto a3, auto b3) {
-                    if (a1 != b1) return a1 > b1 ? -1 : 1;
-                    if (a2 != b2) return a2 > b2 ? -1 : 1;
-                    if (a3 != b3) return a3 > b3 ? -1 : 1;
-                    return 0;
-                };
-                int c = 0;
-                if (h % 3 == 0) c = cmp3(key_t_[x], key_t_[y], wx, wy, ax, ay);
-                if (h % 3 == 1) c = cmp3(wx, wy, ax, ay, key_t_[x], key_t_[y]);
-                if (h % 3 == 2) c = cmp3(key_t_[x], key_t_[y], ax, ay, wx, wy);
-                if (c != 0) return c < 0;
-                return b.rank[x] < b.rank[y];
-            });
-            preorders_.push_back(std::move(order));
-        }
+            for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++initial_cuts_[c];
     }
 
-    size_t active() const { return active_.size(); }
-
-    // Round robin over the preorders with doubling node limits (MiniMalloc's
-    // schedule), until a placement is found, infeasibility is proven, or the
-    // work budget is spent.
+    // Round robin over MiniMalloc's three preorders with doubling node limits
+    // (its schedule), until a placement is found, infeasibility is proven, or
+    // the work budget is spent.
     Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets,
                   uint64_t& work) {
         offsets.assign(n_, 0);
@@ -111,9 +83,9 @@ class CanonicalSearch {
         while (true) {
             limit *= 2;
             bool all_exhausted = true;
-            for (const auto& preorder : preorders_) {
+            for (int heuristic = 0; heuristic < kHeuristics; ++heuristic) {
                 const uint64_t left = budget > work ? budget - work : 0;
-                const Outcome r = run(capacity, preorder, limit, left, offsets, work);
+                const Outcome r = run(capacity, heuristic, limit, left, offsets, work);
                 if (r != Outcome::OutOfBudget) return r;
                 if (work >= budget) return Outcome::OutOfBudget;
                 all_exhausted = all_exhausted && nodes_left_ == 0;
@@ -123,39 +95,91 @@ class CanonicalSearch {
     }
 
   private:
-    // Outcome::OutOfBudget when the node limit or the work budget ran out.
-    Outcome run(uint64_t capacity, const std::vector<uint32_t>& preorder, uint64_t node_limit,
-                uint64_t work_left, std::vector<uint64_t>& offsets, uint64_t& work) {
-        capacity_ = capacity;
-        nodes_left_ = node_limit;
-        ops_ = 0;
-        ops_limit_ = work_left;
-        preorder_ = &preorder;
-        preorder_index_.assign(n_, 0);
-        for (size_t k = 0; k < preorder.size(); ++k) preorder_index_[preorder[k]] = static_cast<uint32_t>(k);
-        min_offset_.assign(n_, 0);
-        placed_.assign(n_, 0);
-        floor_.assign(sections_, 0);
-        total_.assign(sections_, 0);
-        for (uint32_t x : active_)
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) total_[s] += b_.size[x];
-        offsets_ = &offsets;
-        // cuts_[s]: unplaced buffers spanning the boundary between sections s and s+1.
-        cuts_.assign(sections_ > 0 ? sections_ - 1 : 0, 0);
-        for (uint32_t x : active_)
-            for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++cuts_[c];
-        Partition whole{preorder, 0, static_cast<uint32_t>(sections_)};
-        const Outcome r = check(0, whole) ? search(whole, 0, 0) : Outcome::Infeasible;
-        work += ops_;
-        return r;
-    }
+    // MiniMalloc's default preorders "WAT", "TAW", "TWA": W = the lifetime's
+    // length, A = area (size x length), T = the largest total of unplaced
+    // bytes in the sections the buffer spans, taken when a partition starts.
+    static constexpr int kHeuristics = 3;
 
     // A set of buffers that can be placed independently of all others: no
     // unplaced buffer outside it shares a section with it.
     struct Partition {
-        std::vector<uint32_t> buffers;  // in preorder
+        std::vector<uint32_t> buffers;  // in the partition's preorder
         uint32_t first, last;           // its sections [first, last)
     };
+
+    void preorder(std::vector<uint32_t>& xs) {
+        std::vector<uint64_t>& t = key_t_;
+        for (uint32_t x : xs) {
+            t[x] = 0;
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) t[x] = std::max(t[x], total_[s]);
+            ops_ += to_[x] - from_[x];
+        }
+        const int h = heuristic_;
+        std::sort(xs.begin(), xs.end(), [&](uint32_t x, uint32_t y) {
+            const uint64_t wx = b_.upper[x] - b_.lower[x], wy = b_.upper[y] - b_.lower[y];
+            const unsigned __int128 ax = static_cast<unsigned __int128>(wx) * b_.size[x];
+            const unsigned __int128 ay = static_cast<unsigned __int128>(wy) * b_.size[y];
+            const auto before = [](auto a1, auto b1, auto a2, auto b2, auto a3, auto b3) {
+                if (a1 != b1) return a1 > b1 ? -1 : 1;
+                if (a2 != b2) return a2 > b2 ? -1 : 1;
+                if (a3 != b3) return a3 > b3 ? -1 : 1;
+                return 0;
+            };
+            int c = 0;
+            if (h == 0) c = before(wx, wy, ax, ay, t[x], t[y]);
+            if (h == 1) c = before(t[x], t[y], ax, ay, wx, wy);
+            if (h == 2) c = before(t[x], t[y], wx, wy, ax, ay);
+            if (c != 0) return c < 0;
+            return b_.rank[x] < b_.rank[y];
+        });
+        ops_ += xs.size() * 4;
+    }
+
+    // Outcome::OutOfBudget when the node limit or the work budget ran out.
+    Outcome run(uint64_t capacity, int heuristic, uint64_t node_limit, uint64_t work_left,
+                std::vector<uint64_t>& offsets, uint64_t& work) {
+        capacity_ = capacity;
+        heuristic_ = heuristic;
+        nodes_left_ = node_limit;
+        ops_ = 0;
+        ops_limit_ = work_left;
+        key_t_.assign(n_, 0);
+        min_offset_.assign(n_, 0);
+        placed_.assign(n_, 0);
+        floor_.assign(sections_, 0);
+        total_ = initial_total_;
+        cuts_ = initial_cuts_;
+        offsets_ = &offsets;
+        Partition whole{active_, 0, static_cast<uint32_t>(sections_)};
+        Outcome r = Outcome::Infeasible;
+        if (check(0, whole)) {
+            // Time ranges no buffer spans across are independent from the start.
+            std::vector<uint32_t> cutpoints{0};
+            if (!b_.has_partners())
+                for (uint32_t c = 0; c + 1 < sections_; ++c)
+                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
+            r = solve_pieces(whole, std::move(cutpoints));
+        }
+        work += ops_;
+        return r;
+    }
+
+    // Solves the pieces of `part` between consecutive cutpoints one by one,
+    // each with a preorder of its own (MiniMalloc's SubSolve).
+    Outcome solve_pieces(const Partition& part, std::vector<uint32_t> cutpoints) {
+        cutpoints.push_back(part.last);
+        Outcome r = Outcome::Found;
+        for (size_t k = 1; k < cutpoints.size() && r == Outcome::Found; ++k) {
+            Partition piece{{}, cutpoints[k - 1], cutpoints[k]};
+            for (uint32_t y : part.buffers)
+                if (!placed_[y] && from_[y] < piece.last && piece.first < to_[y]) piece.buffers.push_back(y);
+            ops_ += part.buffers.size();
+            if (piece.buffers.empty()) continue;
+            preorder(piece.buffers);
+            r = search(piece, 0, 0);
+        }
+        return r;
+    }
 
     bool check(uint64_t offset, const Partition& part) {
         ops_ += part.last - part.first;
@@ -170,12 +194,13 @@ class CanonicalSearch {
         if (nodes_left_ == 0 || ops_ > ops_limit_) return Outcome::OutOfBudget;
         --nodes_left_;
         ops_ += 4 * part.buffers.size();  // building and sorting the ordering
-        // Unplaced buffers by (lowest offset, preorder).
+        // Unplaced buffers by (lowest offset, position in the preorder).
         std::vector<std::pair<uint64_t, uint32_t>> ordering;
         uint64_t min_height = UINT64_MAX;
-        for (uint32_t x : part.buffers) {
+        for (uint32_t k = 0; k < part.buffers.size(); ++k) {
+            const uint32_t x = part.buffers[k];
             if (placed_[x]) continue;
-            ordering.emplace_back(min_offset_[x], preorder_index_[x]);
+            ordering.emplace_back(min_offset_[x], k);
             min_height = std::min(min_height, min_offset_[x] + b_.size[x]);
         }
         if (ordering.empty()) return Outcome::Found;
@@ -184,7 +209,7 @@ class CanonicalSearch {
             // Canonical order: offsets never decrease; equal offsets by preorder.
             if (offset < prev_offset || (offset == prev_offset && index < prev_index)) continue;
             if (offset >= min_height) break;  // dominance (offsets only grow from here)
-            const uint32_t x = (*preorder_)[index];
+            const uint32_t x = part.buffers[index];
             if (offset > capacity_ || b_.size[x] > capacity_ - offset) continue;
             const size_t mark_min = min_log_.size(), mark_floor = floor_log_.size();
             const bool hatless = place(x, offset);
@@ -205,19 +230,11 @@ class CanonicalSearch {
         std::vector<uint32_t> cutpoints{part.first};
         for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c)
             if (--cuts_[c] == 0 && c + 1 > part.first && c + 1 < part.last) cutpoints.push_back(c + 1);
-        Outcome r = Outcome::Found;
+        Outcome r;
         if (cutpoints.size() == 1 || b_.has_partners()) {
             r = search(part, offset, index);
         } else {
-            cutpoints.push_back(part.last);
-            for (size_t k = 1; k < cutpoints.size() && r == Outcome::Found; ++k) {
-                Partition piece{{}, cutpoints[k - 1], cutpoints[k]};
-                for (uint32_t y : part.buffers)
-                    if (!placed_[y] && from_[y] < piece.last && piece.first < to_[y])
-                        piece.buffers.push_back(y);
-                ops_ += part.buffers.size();
-                if (!piece.buffers.empty()) r = search(piece, 0, 0);
-            }
+            r = solve_pieces(part, std::move(cutpoints));
         }
         for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++cuts_[c];
         return r;
@@ -225,7 +242,7 @@ class CanonicalSearch {
 
     // Places x; true when no unplaced buffer conflicts with it ("hatless").
     bool place(uint32_t x, uint64_t offset) {
-        mark_raised_ = min_log_.size();
+        const size_t mark_raised = min_log_.size();
         placed_[x] = 1;
         (*offsets_)[x] = offset;
         const uint64_t height = offset + b_.size[x];
@@ -248,7 +265,7 @@ class CanonicalSearch {
         // it can take: revisit the sections of the buffers whose offsets rose.
         ++stamp_;
         if (section_stamp_.size() != sections_) section_stamp_.assign(sections_, 0);
-        for (size_t k = mark_raised_; k < min_log_.size(); ++k) {
+        for (size_t k = mark_raised; k < min_log_.size(); ++k) {
             const uint32_t y = min_log_[k].first;
             for (uint32_t s = from_[y]; s < to_[y]; ++s) {
                 if (section_stamp_[s] == stamp_) continue;
@@ -283,15 +300,14 @@ class CanonicalSearch {
     size_t n_;
     size_t sections_ = 0;
     std::vector<uint32_t> from_, to_, active_;
-    std::vector<std::vector<uint32_t>> in_section_, conflicts_, preorders_;
-    std::vector<uint64_t> key_t_;
+    std::vector<std::vector<uint32_t>> in_section_, conflicts_;
+    std::vector<uint64_t> initial_total_;
+    std::vector<uint32_t> initial_cuts_;
     // search state
+    int heuristic_ = 0;
     uint64_t capacity_ = 0, nodes_left_ = 0, ops_ = 0, ops_limit_ = 0;
-    size_t mark_raised_ = 0;
     uint64_t stamp_ = 0;
-    std::vector<uint64_t> section_stamp_;
-    const std::vector<uint32_t>* preorder_ = nullptr;
-    std::vector<uint32_t> preorder_index_;
+    std::vector<uint64_t> section_stamp_, key_t_;
     std::vector<uint32_t> cuts_;
     std::vector<uint64_t> min_offset_, floor_, total_;
     std::vector<uint8_t> placed_;
