@@ -47,7 +47,7 @@ def test_roles_views_bytes_and_lower_bound():
     plan = mm.plan(g)
     assert plan.arenas["parameters"].lower_bound == (D * H + H + H * D) * 4 + 3 * 8
     # Live together at the most: h and hb (the bias add), each B x H floats.
-    assert plan.arenas["activations"].lower_bound == 2 * B * H * 4
+    assert plan.arenas["activations"].peak_live_bytes == 2 * B * H * 4
     assert plan.tensors["r2"].offset == plan.tensors["r"].offset
 
 
@@ -73,7 +73,7 @@ def test_symbolic_input_named_and_fixed_with_input_shapes():
         mm.from_onnx(model)
     assert e.value.code == "INVALID_IR_SHAPES" and e.value.tensor == "x" and "'N'" in str(e.value)
     g = mm.from_onnx(model, input_shapes={"x": [B, D]})
-    assert mm.plan(g).arenas["activations"].lower_bound == 2 * B * H * 4
+    assert mm.plan(g).arenas["activations"].peak_live_bytes == 2 * B * H * 4
     with pytest.raises(mm.PlanError) as e:
         mm.from_onnx(model, input_shapes={"z": [1]})
     assert e.value.tensor == "z"
@@ -149,6 +149,6 @@ def test_exported_models_agree_with_from_torch():
         torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
         from_onnx = mm.plan(mm.from_onnx(buffer.getvalue()), strategy="auto")
         from_torch = mm.plan(mm.from_torch(model, (x,)), strategy="auto")
-        assert (from_onnx.arenas["activations"].lower_bound
-                == from_torch.arenas["activations"].lower_bound)
+        assert (from_onnx.arenas["activations"].peak_live_bytes
+                == from_torch.arenas["activations"].peak_live_bytes)
         from_onnx.verify()      # (the Relu runs in place: below the bound is fine)

@@ -72,7 +72,8 @@ def test_inplace_chain_uses_one_slot():
             assert "inplace_of" not in e
     m = p["metrics"]
     assert m["max_live"] == {"activations": 1}            # each pair counted once
-    assert m["lower_bound"] == {"activations": 2048}      # two tensors live at steps 1..3
+    assert m["peak_live_bytes"] == {"activations": 2048}  # two tensors live at steps 1..3
+    assert m["lower_bound"] == {"activations": 1024}      # ... sharing their bytes
     assert m["memory_reuse_ratio"] == {"activations": 1.0 - 1.0 / 4.0}
     # A = 1024 * (2 + 2 + 2 + 1) = B (every size fills its slot) -> 0.0
     assert m["internal_fragmentation_ratio"] == {"activations": 0.0}
@@ -331,13 +332,16 @@ def test_document_keys_exactly():
     assert set(p["tensors"]["yv"]) == {"arena", "offset", "size", "view_of"}
     assert set(p["arenas"]["activations"]) == {"size", "alignment", "slots", "lower_bound", "page_size",
                                                "persistent", "capacity_bytes"}
-    assert set(p["metrics"]) == {"peak_logical_slots", "peak_physical_bytes", "lower_bound", "max_live",
+    assert set(p["metrics"]) == {"peak_logical_slots", "peak_physical_bytes", "lower_bound",
+                                 "peak_live_bytes", "max_live",
                                  "storage_tensors", "memory_reuse_ratio", "internal_fragmentation_ratio",
                                  "total_bytes", "total_lower_bound"}
     assert p["metrics"]["storage_tensors"] == {"activations": 4}
     assert p["metrics"]["total_bytes"] == 2048
-    # lower bound: x [0,2] a [0,1] b [1,2] y [2,2]: 3 x 1024 at steps 1 and 2
-    assert p["metrics"]["total_lower_bound"] == 3072
+    # x [0,2] a [0,1] b [1,2] y [2,2]: 3 x 1024 live at step 1, where b
+    # takes a's bytes in place, so the bound counts 2 x 1024
+    assert p["metrics"]["peak_live_bytes"] == {"activations": 3072}
+    assert p["metrics"]["total_lower_bound"] == 2048
     json.dumps(p)                                          # plain JSON data
 
 

@@ -113,7 +113,7 @@ def check_inference(model, inputs):
 
     activations = {k: trace.nbytes[k] for k in trace.nbytes if k not in param_keys}
     plan = mm.plan(graph, mode="inference")
-    assert plan.arenas["activations"].lower_bound == lower_bound(
+    assert plan.arenas["activations"].peak_live_bytes == lower_bound(
         trace.calls, activations, input_keys, out_keys)
     assert plan.arenas["parameters"].lower_bound == expected["parameter"]
     return graph, plan
@@ -169,7 +169,7 @@ def test_mlp_inference_matches_eager():
     model = MLP()
     graph, plan = check_inference(model, (torch.randn(8, 32),))
     # By hand: fc1's result and gelu's are the largest pair live together.
-    assert plan.arenas["activations"].lower_bound == 2 * 8 * 64 * 4
+    assert plan.arenas["activations"].peak_live_bytes == 2 * 8 * 64 * 4
     by_id = {t["id"]: t for t in graph.tensors}
     assert by_id["gelu"]["can_inplace"] is True
     assert {t["id"] for t in graph.tensors if t["role"] == "input"} == {"x"}
@@ -263,9 +263,9 @@ def test_training_graph_matches_eager():
     plan = mm.plan(graph, mode="backward")
     persistent = param_keys | grad_keys | set(storage_keys(trace, buffers))
     activations = {k: n for k, n in trace.nbytes.items() if k not in persistent}
-    assert plan.arenas["activations"].lower_bound == lower_bound(
+    assert plan.arenas["activations"].peak_live_bytes == lower_bound(
         trace.calls, activations, input_keys, {loss_key})
-    assert plan.arenas["gradients"].lower_bound == lower_bound(
+    assert plan.arenas["gradients"].peak_live_bytes == lower_bound(
         trace.calls, {k: trace.nbytes[k] for k in grad_keys}, [], grad_keys)
     plan.verify()
 
@@ -277,7 +277,7 @@ def test_meta_device_model_imports_without_memory():
     graph = mm.from_torch(model, (x,))
     plan = mm.plan(graph)
     assert plan.arenas["parameters"].size >= (1024 * 4096 * 2 + 4096 + 1024) * 4
-    assert plan.arenas["activations"].lower_bound == 2 * 16 * 4096 * 4
+    assert plan.arenas["activations"].peak_live_bytes == 2 * 16 * 4096 * 4
 
 
 def test_custom_loss_and_errors():

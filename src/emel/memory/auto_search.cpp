@@ -9,18 +9,6 @@ namespace emel::memory {
 
 namespace {
 
-// splitmix64: a fixed-seed generator, so every run makes the same choices.
-struct Rng {
-    uint64_t state = 0x9E3779B97F4A7C15ull;
-    uint64_t next() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
-};
-
 std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
     std::vector<uint32_t> order(b.count());
     std::iota(order.begin(), order.end(), 0u);
@@ -85,8 +73,21 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
 
     // Small instances: an exact search with the remaining budget.
     if (best.end > bound && b.count() <= 2000 && work < work_budget) {
-        // Half of what is left.
-        Placement p = place_optimal(b, (work_budget - work) / 2, 0);
+        // Most of what is left: on small instances the exact search is what
+        // closes gaps, and the local search below keeps the rest.
+        Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0);
+        work += p.work;
+        if (p.end < best.end) {
+            best_order = order_by_offset(b, p);
+            best = std::move(p);
+        }
+    }
+
+    // Peak repair: all of what is left on large instances, where a greedy
+    // pass is expensive; half on small ones, the rest for the order search.
+    if (best.end > bound && work < work_budget) {
+        const uint64_t left = work_budget - work;
+        Placement p = repair_peaks(b, best, b.count() > 2000 ? left : left / 2, bound);
         work += p.work;
         if (p.end < best.end) {
             best_order = order_by_offset(b, p);
@@ -112,7 +113,8 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
             std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
         }
         Placement p = place_greedy(b, order, Fit::Best);
-        work += p.work;
+        // Each round also builds an index and an order over every buffer.
+        work += p.work + kGreedyUnitsPerStep * 2 * b.count();
         if (p.end <= best.end) {  // equal: keep walking the plateau
             p.method = "auto_search";
             best = std::move(p);

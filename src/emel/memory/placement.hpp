@@ -47,6 +47,18 @@ struct PlacementOverflow : std::exception {
 
 enum class Fit : uint8_t { Best, First };
 
+// splitmix64: a fixed-seed generator, so every run makes the same choices.
+struct Rng {
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
+};
+
 // docs/strategies.md
 enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 
@@ -60,6 +72,9 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
 Placement place_best_fit(const Buffers& b);
 // tmmu on bare buffers: slot colouring, aligned prefix sums (slots.cpp).
 Placement place_slots(const Buffers& b);
+// §4: large-neighbourhood search from a placement: rip up what reaches the
+// top with its high neighbours, re-place them first fit (peak_repair.cpp).
+Placement repair_peaks(const Buffers& b, Placement start, uint64_t work_budget, uint64_t bound);
 // §4: portfolio + bounded search (auto_search.cpp).
 Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 // §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first

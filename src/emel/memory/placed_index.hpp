@@ -1,0 +1,141 @@
+// Placed buffers, searchable by interval, and the gap choice of greedy
+// placement (docs/strategies.md §2). Shared by greedy_by_size.cpp and the
+// peak repair of auto (peak_repair.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "emel/memory/checked_math.hpp"
+#include "emel/memory/placement.hpp"
+
+namespace emel::memory {
+
+// Buffers sorted by `lower`, and a max-tree over that order holding each
+// placed buffer's `upper` (0 when not placed). A query visits only subtrees
+// that can hold a conflict, so it costs O((k + 1) log n) for k reported
+// buffers; insert and remove cost O(log n).
+class PlacedIndex {
+  public:
+    explicit PlacedIndex(const Buffers& b) : b_(b) {
+        const size_t n = b.count();
+        by_lower_.resize(n);
+        std::iota(by_lower_.begin(), by_lower_.end(), 0u);
+        std::sort(by_lower_.begin(), by_lower_.end(),
+                  [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
+        position_.resize(n);
+        for (size_t k = 0; k < n; ++k) position_[by_lower_[k]] = static_cast<uint32_t>(k);
+        leaves_ = 1;
+        while (leaves_ < n) leaves_ <<= 1;
+        max_upper_.assign(2 * leaves_, 0);
+    }
+
+    void insert(uint32_t x) { set(x, b_.upper[x]); }
+    void remove(uint32_t x) { set(x, 0); }
+
+    // Appends every placed buffer with lower < hi and upper > lo.
+    void collect(uint64_t lo, uint64_t hi, std::vector<uint32_t>& out) const {
+        // Buffers at sorted positions [0, end) have lower < hi.
+        const size_t end = std::lower_bound(by_lower_.begin(), by_lower_.end(), hi,
+                                            [&](uint32_t x, uint64_t v) { return b_.lower[x] < v; }) -
+                           by_lower_.begin();
+        if (end == 0) return;
+        stack_.clear();
+        stack_.push_back({1, 0, leaves_});
+        while (!stack_.empty()) {
+            const Frame f = stack_.back();
+            stack_.pop_back();
+            if (f.from >= end || max_upper_[f.node] <= lo) continue;
+            if (f.node >= leaves_) {
+                out.push_back(by_lower_[f.from]);
+                continue;
+            }
+            const size_t mid = f.from + (f.to - f.from) / 2;
+            stack_.push_back({2 * f.node + 1, mid, f.to});
+            stack_.push_back({2 * f.node, f.from, mid});
+        }
+    }
+
+  private:
+    void set(uint32_t x, uint64_t value) {
+        size_t node = leaves_ + position_[x];
+        max_upper_[node] = value;
+        for (node >>= 1; node >= 1; node >>= 1)
+            max_upper_[node] = std::max(max_upper_[2 * node], max_upper_[2 * node + 1]);
+    }
+
+    struct Frame { size_t node, from, to; };
+    const Buffers& b_;
+    std::vector<uint32_t> by_lower_;
+    std::vector<uint32_t> position_;
+    size_t leaves_;
+    std::vector<uint64_t> max_upper_;
+    mutable std::vector<Frame> stack_;
+};
+
+// Where greedy placement puts buffer x among the placed buffers of `index`
+// and its placed must_not_alias partners (docs/strategies.md §2): walk the
+// conflicting buffers in offset order (ties: end, then id), keeping the
+// highest end seen; best fit takes the fitting gap with the least room, first
+// fit the lowest one; with no fitting gap, on top. `work` is charged for the
+// conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
+class GapFinder {
+  public:
+    explicit GapFinder(const Buffers& b) : b_(b) {}
+
+    uint64_t find(const PlacedIndex& index, const std::vector<uint64_t>& offset,
+                  const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
+        near_.clear();
+        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], near_);
+        if (b_.has_partners())
+            for (uint32_t q : b_.partners[x])
+                if (placed[q] && !b_.live_together(x, q)) near_.push_back(q);
+        // The conflicts as flat (offset, end, rank) records: sorting them in
+        // place is several times faster than sorting indices that point into
+        // the offset and size arrays (huge traces have thousands per buffer).
+        spans_.clear();
+        for (uint32_t q : near_) spans_.push_back({offset[q], offset[q] + b_.size[q], b_.rank[q]});
+        std::sort(spans_.begin(), spans_.end(), [](const Span& p, const Span& q) {
+            if (p.offset != q.offset) return p.offset < q.offset;
+            if (p.end != q.end) return p.end < q.end;
+            return p.rank < q.rank;
+        });
+        // Charge the sort too (k log k), so huge traces with thousands of
+        // conflicts per buffer cost what they really take.
+        const uint64_t k = spans_.size();
+        work += kGreedyUnitsPerStep * (1 + k + k * (64 - __builtin_clzll(k | 1)) / 4);
+        const uint64_t a = b_.alignment[x], size = b_.size[x];
+        uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
+        bool found = false;
+        for (const Span& q : spans_) {
+            auto aligned = checked_align_up(cursor, a);
+            if (aligned && *aligned <= q.offset && size <= q.offset - *aligned) {
+                const uint64_t gap = q.offset - cursor;
+                if (gap < best_gap) {
+                    best_gap = gap;
+                    chosen = *aligned;
+                    found = true;
+                    if (fit == Fit::First) break;
+                }
+            }
+            cursor = std::max(cursor, q.end);
+        }
+        if (!found) {
+            auto top = checked_align_up(cursor, a);
+            if (!top) throw PlacementOverflow(x);
+            chosen = *top;
+        }
+        if (!checked_add(chosen, size)) throw PlacementOverflow(x);
+        return chosen;
+    }
+
+  private:
+    struct Span { uint64_t offset, end; uint32_t rank; };
+    const Buffers& b_;
+    std::vector<uint32_t> near_;
+    std::vector<Span> spans_;
+};
+
+}  // namespace emel::memory
