@@ -83,18 +83,6 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         }
     }
 
-    // Peak repair: all of what is left on large instances, where a greedy
-    // pass is expensive; half on small ones, the rest for the order search.
-    if (best.end > bound && work < work_budget) {
-        const uint64_t left = work_budget - work;
-        Placement p = repair_peaks(b, best, b.count() > 2000 ? left : left / 2, bound);
-        work += p.work;
-        if (p.end < best.end) {
-            best_order = order_by_offset(b, p);
-            best = std::move(p);
-        }
-    }
-
     // Local search over greedy orders: re-place what sits on the peak first.
     Rng rng;
     for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {

@@ -1,6 +1,5 @@
 // Placed buffers, searchable by interval, and the gap choice of greedy
-// placement (docs/strategies.md §2). Shared by greedy_by_size.cpp and the
-// peak repair of auto (peak_repair.cpp).
+// placement (docs/strategies.md §2), used by greedy_by_size.cpp.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +15,7 @@ namespace emel::memory {
 // Buffers sorted by `lower`, and a max-tree over that order holding each
 // placed buffer's `upper` (0 when not placed). A query visits only subtrees
 // that can hold a conflict, so it costs O((k + 1) log n) for k reported
-// buffers; insert and remove cost O(log n).
+// buffers; an insert costs O(log n).
 class PlacedIndex {
   public:
     explicit PlacedIndex(const Buffers& b) : b_(b) {
@@ -33,7 +32,6 @@ class PlacedIndex {
     }
 
     void insert(uint32_t x) { set(x, b_.upper[x]); }
-    void remove(uint32_t x) { set(x, 0); }
 
     // Appends every placed buffer with lower < hi and upper > lo.
     void collect(uint64_t lo, uint64_t hi, std::vector<uint32_t>& out) const {

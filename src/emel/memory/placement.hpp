@@ -72,9 +72,6 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
 Placement place_best_fit(const Buffers& b);
 // tmmu on bare buffers: slot colouring, aligned prefix sums (slots.cpp).
 Placement place_slots(const Buffers& b);
-// §4: large-neighbourhood search from a placement: rip up what reaches the
-// top with its high neighbours, re-place them first fit (peak_repair.cpp).
-Placement repair_peaks(const Buffers& b, Placement start, uint64_t work_budget, uint64_t bound);
 // §4: portfolio + bounded search (auto_search.cpp).
 Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 // §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
