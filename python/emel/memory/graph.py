@@ -104,7 +104,18 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         ids = _check_id_list(get("must_not_alias"), f"{where}: 'must_not_alias'", tensor=tid)
         if ids:
             entry["must_not_alias"] = ids
+    _copy_module(get("module"), entry, where, tensor=tid)
     return entry
+
+
+def _copy_module(module: Any, entry: dict, where: str, tensor=None, node=None) -> None:
+    """The optional ``module`` field: the model's module path (for reports; not planned)."""
+    if module is not None:
+        if not isinstance(module, str):
+            raise _invalid(f"{where}: 'module' must be a string, got {module!r}",
+                           tensor=tensor, node=node)
+        if module:
+            entry["module"] = module
 
 
 def _copy_dim(dim: Any) -> Any:
@@ -132,6 +143,7 @@ def normalize_node(raw: Any, index: int) -> dict:
             raise _invalid(f"node {nid!r}: 'phase' must be 'forward' or 'backward', got {phase!r}",
                            node=nid)
         entry["phase"] = phase
+    _copy_module(raw.get("module"), entry, f"node {nid!r}", node=nid)
     return entry
 
 

@@ -351,6 +351,13 @@ class Plan:
         self._core.verify(self.offsets, self.births, self.deaths, self._arena_sizes)
         return self
 
+    def peak(self, arena: str | None = None, top: int = 10):
+        """Why the peak is this high: the peak step, the node and module running
+        there, the ``top`` largest live tensors and the bytes by kind
+        (emel.memory.peak; ``arena=None``: every arena together)."""
+        from .peak import peak
+        return peak(self, arena=arena, top=top)
+
     # -- display ------------------------------------------------------------
     def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8):
         """Memory over steps above the placement picture: a matplotlib Figure (emel.memory.viz)."""
@@ -389,7 +396,10 @@ class Plan:
         title = html.escape(f"{self.graph_name or '(unnamed)'}: {self.mode}, {self.strategy}, "
                             f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
                             f"{format_bytes(self.total_bytes)}")
-        return f"<div><b>Plan</b> {title}<table>{head}{body}</table></div>"
+        why = ""
+        if self.graph is not None and self.steps:
+            why = self.peak(top=5)._repr_html_()  # the answer to "why this high?"
+        return f"<div><b>Plan</b> {title}<table>{head}{body}</table>{why}</div>"
 
 
 def _percent(value: float | None) -> str:
