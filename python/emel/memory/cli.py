@@ -157,7 +157,7 @@ def load_model_or_graph(path: str, input_shapes: dict | None = None):
     """A Graph from an emel.graph/1 JSON file or, by its .onnx extension, an ONNX model."""
     if str(path).lower().endswith(".onnx"):
         from .onnx_importer import from_onnx
-        return from_onnx(path, input_shapes=input_shapes or None)
+        return from_onnx(path, input_shapes=input_shapes or None, _flag="--input-shape")
     if input_shapes:
         raise ValueError("--input-shape applies to ONNX models only")
     return load_graph(path)
