@@ -171,12 +171,13 @@ class Graph:
                arena: str | None = None, alignment: int | None = None,
                saved_for_backward: bool = False, can_inplace: bool = False,
                view_of: str | None = None, byte_offset: int = 0,
-               must_not_alias: Iterable[str] | None = None) -> str:
-        """Add a tensor; returns its id."""
+               must_not_alias: Iterable[str] | None = None, module: str | None = None) -> str:
+        """Add a tensor; returns its id. ``module``: the model's module path (reports only)."""
         raw = {"id": id, "shape": list(shape), "dtype": dtype, "role": role, "nbytes": nbytes,
                "arena": arena, "alignment": alignment,
                "saved_for_backward": saved_for_backward, "can_inplace": can_inplace,
-               "must_not_alias": list(must_not_alias) if must_not_alias is not None else None}
+               "must_not_alias": list(must_not_alias) if must_not_alias is not None else None,
+               "module": module}
         if view_of is not None:
             raw["view_of"] = {"base": view_of, "byte_offset": byte_offset}
         entry = normalize_tensor(raw, len(self.tensors))
@@ -192,10 +193,10 @@ class Graph:
         return id
 
     def node(self, id: str, op: str, inputs: Iterable[str] = (), outputs: Iterable[str] = (),
-             phase: str | None = None) -> str:
+             phase: str | None = None, module: str | None = None) -> str:
         """Add a node (runs after the nodes added before it); returns its id."""
         raw = {"id": id, "op": op, "inputs": list(inputs), "outputs": list(outputs),
-               "phase": phase}
+               "phase": phase, "module": module}
         self.nodes.append(normalize_node(raw, len(self.nodes)))
         return id
 
