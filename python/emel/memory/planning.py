@@ -359,10 +359,11 @@ class Plan:
         return peak(self, arena=arena, top=top)
 
     # -- display ------------------------------------------------------------
-    def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8):
+    def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8, *,
+             log: bool = False):
         """Memory over steps above the placement picture: a matplotlib Figure (emel.memory.viz)."""
         from . import viz
-        return viz.plot(self, arena=arena, graph=graph, labels=labels)
+        return viz.plot(self, arena=arena, graph=graph, labels=labels, log=log)
 
     def summary_rows(self) -> list[dict]:
         rows = []
