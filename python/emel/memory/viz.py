@@ -351,11 +351,15 @@ def plot_strategies(graph, strategies: Sequence[str] | None = None, mode: str = 
         plot_placement(p, arena, graph=g, ax=ax, labels=labels, unit=unit,
                        title=f"{p.strategy}: {info.size / scale:.3g} {unit}, {ratio:.3f}× bound")
     axes[0].set_ylim(0, top / scale * 1.05)
-    for ax in axes[1:]:
-        ax.set_ylabel("")
+    handles, names = axes[0].get_legend_handles_labels()
+    for k, ax in enumerate(axes):
+        if k:
+            ax.set_ylabel("")
         legend = ax.get_legend()
         if legend is not None:
             legend.remove()
+    # One legend for the row, right of the last panel (not between panels).
+    fig.legend(handles, names, loc="outside right upper", fontsize="small", frameon=False)
     fig.suptitle(f"{g.name or 'graph'} — {arena} arena, mode {mode}")
     return fig
 
