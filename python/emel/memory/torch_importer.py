@@ -33,7 +33,7 @@ def _require_torch():
     try:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without torch
-        raise ImportError("emel.memory.from_torch needs PyTorch: pip install 'emel[torch]'") from None
+        raise ImportError("emel.memory.from_torch needs PyTorch: pip install '.[torch]' from a checkout (docs/importers.md)") from None
     import torch
     return torch
 

@@ -1,4 +1,4 @@
-"""Pictures of plans (matplotlib; ``pip install 'emel[plot]'``).
+"""Pictures of plans (matplotlib; ``pip install '.[plot]' from a checkout``).
 
 - :func:`plot_memory`: bytes over execution steps for one arena — the live
   bytes, the placement's high-water mark, the lower bound and the arena size.
@@ -34,7 +34,7 @@ def _require_matplotlib():
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - exercised only without matplotlib
-        raise ImportError("emel.memory.viz needs matplotlib: pip install 'emel[plot]'") from None
+        raise ImportError("emel.memory.viz needs matplotlib: pip install '.[plot]' from a checkout") from None
     return Figure
 
 
