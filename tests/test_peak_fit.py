@@ -180,7 +180,7 @@ def test_emel_fit_json_graph(tmp_path, capsys):
                      "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     doc = json.loads(out_json.read_text())
-    assert f"largest batch that fits in 200.0 KiB: {doc['value']}" in out
+    assert f"largest batch that fits in 200.0 KiB = 204,800 B: {doc['value']}" in out
     assert doc["bytes"] <= 200 * 1024 < doc["next_bytes"]
     assert [r["value"] for r in doc["curve"]] == [1, 64]
     assert fit.main([str(path), "--budget", "10", "--dim", "batch"]) == 1

@@ -16,7 +16,7 @@ from .fit import FitResult, max_fit, memory_curve
 from .peak import PeakReport
 
 
-def from_torch(model, example_inputs, training=False, **kwargs):
+def from_torch(model, example_inputs=(), training=False, **kwargs):
     """Trace a PyTorch module into a Graph (emel.memory.torch_importer; needs ``emel[torch]``)."""
     from .torch_importer import from_torch as _from_torch
     return _from_torch(model, example_inputs, training=training, **kwargs)

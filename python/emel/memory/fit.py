@@ -84,6 +84,12 @@ def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int
     return (lambda value: _at(doc, dim, value)), symbols[dim]
 
 
+def _exact(n: int) -> str:
+    """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
+    from .planning import format_bytes
+    return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
+
+
 def _check_value(value: Any, dim: str) -> int:
     if not is_int(value) or value < 0:
         raise PlanError("INVALID_IR_SHAPES", f"{dim} = {value!r}: values must be integers >= 0")
@@ -138,16 +144,15 @@ class FitResult:
     tried: dict[int, int] = field(default_factory=dict)   # every value planned -> bytes
 
     def __str__(self) -> str:
-        from .planning import format_bytes
-        budget = format_bytes(self.budget)
+        budget = _exact(self.budget)
         if self.value is None:
             return (f"nothing fits in {budget}: {self.dim}={self.next_value} already needs "
-                    f"{format_bytes(self.next_bytes)}")
+                    f"{_exact(self.next_bytes)}")
         text = (f"largest {self.dim} that fits in {budget}: {self.value} "
-                f"(plan needs {format_bytes(self.bytes)}")
+                f"(plan needs {_exact(self.bytes)}")
         if self.next_value is None:
             return text + f"; {self.value} is the largest value searched)"
-        return text + f"; {self.dim}={self.next_value} needs {format_bytes(self.next_bytes)})"
+        return text + f"; {self.dim}={self.next_value} needs {_exact(self.next_bytes)})"
 
     def to_dict(self) -> dict:
         return {"dim": self.dim, "budget": self.budget, "value": self.value, "bytes": self.bytes,
