@@ -171,6 +171,11 @@ def test_resnet_like_training_modules_and_execution():
     g = mm.from_torch(model, torch.randn(2, 3, 16, 16), training=True)
     modules = {t.get("module") for t in g.tensors}
     assert {"1.conv1", "1.bn2", "2.conv2", "5"} <= modules
+    by_id = {t["id"]: t for t in g.tensors}
+    for t in g.tensors:   # every gradient, and the storage under it, names its parameter's module
+        if t["role"] == "gradient":
+            root = by_id[t["view_of"]["base"]] if "view_of" in t else t
+            assert t.get("module") and root.get("module")
     plan = mm.plan(g, mode="backward", strategy="auto")
     mm.verify_execution(plan, plan.allocate())
 

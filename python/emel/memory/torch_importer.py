@@ -386,6 +386,13 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
             for arg in torch.utils._pytree.tree_leaves(fx_node.args[0]):
                 if isinstance(arg, torch.fx.Node):
                     output_ids.extend(ids_of.get(arg, []))
+            if training:   # (loss, *grads): a gradient belongs to its parameter's module
+                results = fx_node.args[0]
+                for grad, pname in zip(results[1:], grad_names):
+                    for ident in ids_of.get(grad, []) if isinstance(grad, torch.fx.Node) else []:
+                        for tid in (ident, b.root(ident)):   # the view handed back, its storage
+                            if "." in pname and "module" not in b.tensors[tid]:
+                                b.tensors[tid]["module"] = pname.rsplit(".", 1)[0]
             continue
         if fx_node.target is operator.getitem:   # picks one result of a multi-result node
             parent, index = fx_node.args
