@@ -118,11 +118,12 @@ class _ModuleTracker:
         return self.stack[-1] if self.stack else None
 
     def _mark(self) -> None:
-        mode = self._proxy_mode()
         last = None
-        if mode is not None:
-            node = mode.tracer.graph._root.prev
+        try:   # the newest traced node (fx internals: without them, no module paths)
+            node = self._proxy_mode().tracer.graph._root.prev
             last = None if node.op == "root" else node.name
+        except AttributeError:
+            pass
         self.events.append((last, self.current()))
 
     def _enter(self, module, args):
@@ -166,8 +167,7 @@ def _data_dependent_error(torch, exc, module: str | None) -> PlanError | None:
                      f"from_torch: a data-dependent op in module {module or '(top level)'!r} "
                      f"({type(exc).__name__}: {first[:200]}); its output size depends on tensor "
                      f"values, which tracing does not compute. Bound the size instead (e.g. "
-                     f"torch.where(mask, x, 0) or a top-k of fixed k in place of x[mask])",
-                     node=module)
+                     f"torch.where(mask, x, 0) or a top-k of fixed k in place of x[mask])")
 
 
 def from_torch(model, example_inputs: Any = (), training: bool = False, *,
