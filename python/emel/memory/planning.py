@@ -398,8 +398,10 @@ class Plan:
                             f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
                             f"{format_bytes(self.total_bytes)}")
         why = ""
-        if self.graph is not None and self.steps:
-            why = self.peak(top=5)._repr_html_()  # the answer to "why this high?"
+        # The answer to "why this high?"; skipped for huge graphs, where
+        # building every tensor entry would make display slow.
+        if self.graph is not None and self.steps and len(self.tensor_ids) <= 200_000:
+            why = self.peak(top=5)._repr_html_()
         return f"<div><b>Plan</b> {title}<table>{head}{body}</table>{why}</div>"
 
 
