@@ -262,3 +262,15 @@ def test_cli_errors_are_one_line(tmp_path):
         r = run_cli("emel.memory.import_cli", "--torch", f"factories:{fn}", cwd=tmp_path)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert expected in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_onnx_module_paths_from_exporter_name_scopes():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="node_relu")], "scoped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])]))
+    prop = model.graph.node[0].metadata_props.add()
+    prop.key, prop.value = "pkg.torch.onnx.name_scopes", "['', 'model', 'model.layers.0', 'relu']"
+    g = mm.from_onnx(model)
+    assert g.nodes[0]["module"] == "model.layers.0"
+    assert next(t for t in g.tensors if t["id"] == "y")["module"] == "model.layers.0"
