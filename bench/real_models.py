@@ -10,6 +10,9 @@ batch size, checked by planning the answer and the next value.
 
     HF_HUB_OFFLINE=1 python bench/real_models.py [--only NAME,...] [--no-onnx] [--out FILE]
 
+Needs transformers, and onnxscript for the ONNX exports (torch.onnx's dynamo
+exporter); --no-onnx without it.
+
 torchvision itself is not used: no CPU build of torchvision imports against
 the pinned torch 2.13.0+cpu here (docs/importers.md#installing-a-cpu-torch);
 the vision models are written out in torchvision's shapes instead.
