@@ -230,6 +230,7 @@ def write_fixtures(work: Path, page: Path) -> None:
     from emel.memory import examples
     shutil.copyfile(examples.path("llama-tiny-inference"), work / "graph.json")
     write_onnx_model(work / "model.onnx")
+    write_batch_model(work / "batch.onnx")
     # emel-import --torch mymodels:make_model: a module beside the caller returning (model, inputs)
     (work / "mymodels.py").write_text(textwrap.dedent("""\
         import torch
@@ -247,6 +248,20 @@ def write_fixtures(work: Path, page: Path) -> None:
         (work.parent / "shared").symlink_to(SHARED, target_is_directory=True)
     for directory in ("scripts", "bench"):
         (work / directory).symlink_to(ROOT / directory, target_is_directory=True)
+
+
+def write_batch_model(path: Path) -> None:
+    """An MLP whose input x has a named dimension: batch x 256 (emel-fit --dim batch)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    weight = numpy_helper.from_array(np.zeros((256, 512), np.float32), "fc.weight")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "fc.weight"], ["h"], name="/fc/MatMul"),
+         helper.make_node("Relu", ["h"], ["y"], name="/act/Relu")],
+        "batch-mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 512])], [weight])
+    onnx.save(helper.make_model(graph), str(path))
 
 
 def write_onnx_model(path: Path) -> None:

@@ -63,3 +63,31 @@ def test_bad_arguments_and_errors_are_rows(graph_dir, tmp_path, capsys):
     assert sweep.main([str(bad), "--strategies", "tmmu", "-j", "1", "--no-progress"]) == 1
     assert "INVALID_IR_SHAPES" in capsys.readouterr().out
     assert sweep.main([str(tmp_path / "missing")]) == 1
+
+
+def test_dask_cluster_gives_the_same_rows_in_the_same_order(graph_dir, capsys):
+    distributed = pytest.importorskip("distributed")
+    paths = sweep.graph_files(str(graph_dir))
+    strategies = ["tmmu", "best_fit"]
+    serial = sweep.sweep(paths, ["inference", "forward"], strategies, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            on_dask = sweep.sweep(paths, ["inference", "forward"], strategies, client=client,
+                                  progress=True)
+            pids = set(client.run(lambda: __import__("os").getpid()).values())
+        assert len(pids) == 2                               # two worker processes did it
+        assert strip_times(on_dask) == strip_times(serial)
+        capsys.readouterr()
+        assert sweep.main([str(graph_dir), "--strategies", "tmmu", "--no-progress",
+                           "--scheduler", cluster.scheduler_address]) == 0
+    out = capsys.readouterr().out
+    assert "2 Dask workers at tcp://" in out and "llama-tiny-inference.json" in out
+
+
+def test_scheduler_without_a_cluster_is_one_line(graph_dir, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(sweep, "CONNECT_TIMEOUT", "1s")
+    assert sweep.main([str(graph_dir), "--scheduler", "tcp://127.0.0.1:9", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("emel-sweep: ") and err.count("\n") == 1

@@ -187,9 +187,10 @@ def test_conv_block_inference_matches_eager():
     base = relu["view_of"]["base"]
     assert relu["view_of"]["byte_offset"] == 0 and base.startswith("native_batch_norm")
     assert relu["nbytes"] == 2 * 8 * 16 * 16 * 4
-    # Buffers (running stats, the int64 counter) are parameters.
+    # Buffers (running stats, the int64 counter) are parameters, of their module.
     assert by_id["bn.num_batches_tracked"] == {"id": "bn.num_batches_tracked", "shape": [],
-                                               "dtype": "int64", "role": "parameter"}
+                                               "dtype": "int64", "role": "parameter",
+                                               "module": "bn"}
 
 
 def test_tiny_transformer_inference_matches_eager():

@@ -81,7 +81,9 @@ def test_plan_plot_draws_memory_above_placement():
     assert [l.get_label() for l in top.lines] == [
         "live bytes", "placement high-water",
         f"lower bound {p.arenas['activations'].lower_bound / scale:.3g} {unit}",
-        f"arena size {p.arenas['activations'].size / scale:.3g} {unit}"]
+        f"arena size {p.arenas['activations'].size / scale:.3g} {unit}",
+        f"peak {p.peak('activations').live_bytes / scale:.3g} {unit} at step "
+        f"{p.peak('activations').step}"]
     storage = sum(1 for t in p.tensors.values() if t.arena == "activations" and t.view_of is None)
     assert sum(len(c.get_paths()) for c in bottom.collections) == storage
     assert len(bottom.texts) == 8
@@ -100,7 +102,7 @@ def test_strategies_side_by_side_share_one_byte_scale():
         a = p.arenas["activations"]
         assert title.startswith(p.strategy) and f"{a.size / a.lower_bound:.3f}× bound" in title
     assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()
-    assert fig.axes[1].get_legend() is None and fig.axes[0].get_legend() is not None
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1  # one, for the row
 
 
 def test_unknown_arena_is_a_clear_error():
@@ -144,3 +146,42 @@ def test_cli_plot_svg_for_a_json_graph(tmp_path, capsys):
     assert b"<svg" in svg.read_bytes()[:400]
     assert cli.main([str(path), "--plot", str(tmp_path / "plan.nope")]) == 1
     assert "cannot write the plot" in capsys.readouterr().err
+
+
+def test_pictures_name_modules_mark_backward_and_peak_and_keep_legends_outside():
+    g = mm.Graph(name="step")
+    g.tensor("x", [64], role="input")
+    g.tensor("w", [64], role="parameter", module="enc.fc")
+    g.tensor("h", [4096], module="enc.fc")
+    g.tensor("logits", [65536], module="lm_head")
+    g.tensor("loss", [1], role="output")
+    g.tensor("gh", [4096], role="gradient", module="enc.fc")
+    g.node("fc", "linear", ["x", "w"], ["h"], phase="forward")
+    g.node("head", "linear", ["h"], ["logits"], phase="forward")
+    g.node("loss", "sum", ["logits"], ["loss"], phase="forward")
+    g.node("back", "grad", ["loss", "h"], ["gh"], phase="backward")
+    p = mm.plan(g, mode="backward", alignment=1)
+    assert viz.backward_start(p) == 3
+    assert viz.tensor_labels(p)[p.tensor_ids.index("logits")] == "lm_head"
+    fig = p.plot(labels=3)
+    top, bottom = fig.axes
+    labels = [l.get_label() for l in top.lines]
+    assert "backward starts" in labels and any(l.startswith("peak ") for l in labels)
+    backward = next(l for l in top.lines if l.get_label() == "backward starts")
+    assert list(backward.get_xdata()) == [3, 3]
+    note = [t.get_text() for t in top.texts]              # the peak's top tensors, by module
+    assert len(note) == 1 and note[0].splitlines()[0].startswith("lm_head")
+    assert "lm_head" in [t.get_text() for t in bottom.texts]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)                        # lays out (constrained layout) before measuring
+    for ax in (top, bottom):   # every legend to the right of its axes, off the data
+        assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    log = p.plot(log=True)
+    assert log.axes[0].get_yscale() == "log" and log.axes[1].get_yscale() == "symlog"
+
+
+def test_persistent_arena_has_no_empty_memory_panel():
+    p = mm.plan(examples.load("resnet18-inference"))
+    fig = p.plot(arena="parameters")
+    assert len(fig.axes) == 1 and "parameters" in fig.axes[0].get_title()

@@ -12,9 +12,11 @@ from .placement import Placement, place, read_buffers_csv
 from .checkpoint import CheckpointError, restore
 from .arenas import Arenas, verify_execution
 from .pooling import PoolingAllocator
+from .fit import FitResult, max_fit, memory_curve
+from .peak import PeakReport
 
 
-def from_torch(model, example_inputs, training=False, **kwargs):
+def from_torch(model, example_inputs=(), training=False, **kwargs):
     """Trace a PyTorch module into a Graph (emel.memory.torch_importer; needs ``emel[torch]``)."""
     from .torch_importer import from_torch as _from_torch
     return _from_torch(model, example_inputs, training=training, **kwargs)
@@ -31,5 +33,5 @@ __all__ = [
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
     "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
     "Arenas", "verify_execution", "PoolingAllocator",
-    "CheckpointError", "restore",
+    "CheckpointError", "restore", "memory_curve", "max_fit", "FitResult", "PeakReport",
 ]

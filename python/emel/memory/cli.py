@@ -1,7 +1,8 @@
 """emel-plan: plan a graph's memory from the command line.
 
     emel-plan GRAPH.json|MODEL.onnx [--mode inference|forward|backward] [--strategy S]
-              [--alignment N] [--json OUT] [--plot FILE] [--input-shape NAME=D,D,...]
+              [--alignment N] [--json OUT] [--plot FILE] [--why [--top N]]
+              [--input-shape NAME=D,D,...]
               [--shape SYM=N ...] [--replay-token HEX] [--rank R --world-size W]
               [--shard-spec JSON|FILE]
     emel-plan --example [NAME]
@@ -46,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE",
                    help="also draw memory over steps and the placement of the largest "
                         "non-persistent arena to FILE (.png, .svg or .pdf; needs matplotlib)")
+    p.add_argument("--why", action="store_true",
+                   help="also explain the peak: the step, the node and module running there, "
+                        "the largest live tensors and the bytes by kind (Plan.peak())")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="with --why: how many live tensors to list (default: 10)")
     add_input_shape_option(p)
     p.add_argument("--shape", action="append", default=[], metavar="SYM=N",
                    help="plan for symbolic dimension SYM = N instead of its envelope's maximum "
@@ -151,7 +157,7 @@ def load_model_or_graph(path: str, input_shapes: dict | None = None):
     """A Graph from an emel.graph/1 JSON file or, by its .onnx extension, an ONNX model."""
     if str(path).lower().endswith(".onnx"):
         from .onnx_importer import from_onnx
-        return from_onnx(path, input_shapes=input_shapes or None)
+        return from_onnx(path, input_shapes=input_shapes or None, _flag="--input-shape")
     if input_shapes:
         raise ValueError("--input-shape applies to ONNX models only")
     return load_graph(path)
@@ -217,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write(result.to_json(indent=1) + "\n")
         return 0
     print(summary(result))
+    if args.why:
+        print(result.peak(top=args.top))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(result.to_json(indent=1) + "\n")

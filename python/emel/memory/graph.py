@@ -104,7 +104,18 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         ids = _check_id_list(get("must_not_alias"), f"{where}: 'must_not_alias'", tensor=tid)
         if ids:
             entry["must_not_alias"] = ids
+    _copy_module(get("module"), entry, where, tensor=tid)
     return entry
+
+
+def _copy_module(module: Any, entry: dict, where: str, tensor=None, node=None) -> None:
+    """The optional ``module`` field: the model's module path (for reports; not planned)."""
+    if module is not None:
+        if not isinstance(module, str):
+            raise _invalid(f"{where}: 'module' must be a string, got {module!r}",
+                           tensor=tensor, node=node)
+        if module:
+            entry["module"] = module
 
 
 def _copy_dim(dim: Any) -> Any:
@@ -132,6 +143,7 @@ def normalize_node(raw: Any, index: int) -> dict:
             raise _invalid(f"node {nid!r}: 'phase' must be 'forward' or 'backward', got {phase!r}",
                            node=nid)
         entry["phase"] = phase
+    _copy_module(raw.get("module"), entry, f"node {nid!r}", node=nid)
     return entry
 
 
@@ -159,12 +171,13 @@ class Graph:
                arena: str | None = None, alignment: int | None = None,
                saved_for_backward: bool = False, can_inplace: bool = False,
                view_of: str | None = None, byte_offset: int = 0,
-               must_not_alias: Iterable[str] | None = None) -> str:
-        """Add a tensor; returns its id."""
+               must_not_alias: Iterable[str] | None = None, module: str | None = None) -> str:
+        """Add a tensor; returns its id. ``module``: the model's module path (reports only)."""
         raw = {"id": id, "shape": list(shape), "dtype": dtype, "role": role, "nbytes": nbytes,
                "arena": arena, "alignment": alignment,
                "saved_for_backward": saved_for_backward, "can_inplace": can_inplace,
-               "must_not_alias": list(must_not_alias) if must_not_alias is not None else None}
+               "must_not_alias": list(must_not_alias) if must_not_alias is not None else None,
+               "module": module}
         if view_of is not None:
             raw["view_of"] = {"base": view_of, "byte_offset": byte_offset}
         entry = normalize_tensor(raw, len(self.tensors))
@@ -180,10 +193,10 @@ class Graph:
         return id
 
     def node(self, id: str, op: str, inputs: Iterable[str] = (), outputs: Iterable[str] = (),
-             phase: str | None = None) -> str:
+             phase: str | None = None, module: str | None = None) -> str:
         """Add a node (runs after the nodes added before it); returns its id."""
         raw = {"id": id, "op": op, "inputs": list(inputs), "outputs": list(outputs),
-               "phase": phase}
+               "phase": phase, "module": module}
         self.nodes.append(normalize_node(raw, len(self.nodes)))
         return id
 

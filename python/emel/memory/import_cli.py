@@ -41,9 +41,19 @@ def _torch_graph(spec: str, training: bool, name: str | None):
         factory = getattr(importlib.import_module(module_name), func_name)
     finally:
         sys.path.pop(0)
-    model, example_inputs = factory()
+    made = factory()
+    # (model, args) or (model, args, kwargs): say so in one line, not a traceback.
+    if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
+        raise ValueError(f"--torch {spec}: {func_name}() must return (model, example_inputs) or "
+                         f"(model, example_inputs, kwargs), got {type(made).__name__}"
+                         f"{' of length ' + str(len(made)) if isinstance(made, (tuple, list)) else ''}")
+    model, example_inputs, kwargs = (*made, None) if len(made) == 2 else made
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"--torch {spec}: the first value {func_name}() returns must be a "
+                         f"torch.nn.Module, got {type(model).__name__}")
     from .torch_importer import from_torch
-    return from_torch(model, example_inputs, training=training, name=name)
+    return from_torch(model, example_inputs, training=training, kwargs=kwargs, name=name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             graph = _torch_graph(args.torch, args.training, args.name)
         else:
             from .onnx_importer import from_onnx
-            graph = from_onnx(args.model, input_shapes=shapes or None, name=args.name)
+            graph = from_onnx(args.model, input_shapes=shapes or None, name=args.name,
+                              _flag="--input-shape")
     except (OSError, ImportError, ValueError, AttributeError) as e:  # PlanError is a ValueError
         print(f"emel-import: {e}", file=sys.stderr)
         return 1

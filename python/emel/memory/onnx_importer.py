@@ -35,7 +35,7 @@ def _require_onnx():
     try:
         import onnx  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without onnx
-        raise ImportError("emel.memory.from_onnx needs onnx: pip install 'emel[onnx]'") from None
+        raise ImportError("emel.memory.from_onnx needs onnx: pip install '.[onnx]' from a checkout") from None
     import onnx
     return onnx
 
@@ -55,54 +55,210 @@ def _dtype(onnx, elem_type: int, tensor: str) -> tuple[str, int]:
 
 
 def _load(onnx, source):
+    return _load_shapes_only(onnx, source)
+
+
+def _load_shapes_only(onnx, source):
+    """The model without its external weights: planning needs shapes only (dims are
+    in the model file), so a missing or huge ``.data`` file costs nothing."""
     if isinstance(source, onnx.ModelProto):
         return source
     if isinstance(source, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(source))
-    if isinstance(source, (str, os.PathLike)):
-        return onnx.load(os.fspath(source))
-    raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not {type(source).__name__}")
+        where, load = "the ONNX bytes", lambda: onnx.load_from_string(bytes(source))
+    elif isinstance(source, (str, os.PathLike)):
+        where = os.fspath(source)
+        if not os.path.exists(where):
+            raise FileNotFoundError(f"{where}: no such ONNX model file")
+        load = lambda: onnx.load(where, load_external_data=False)  # noqa: E731
+    else:
+        raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not "
+                        f"{type(source).__name__}")
+    try:
+        return load()
+    except OSError:
+        raise
+    except Exception as e:  # protobuf's DecodeError and the like: not a model at all
+        raise PlanError("INVALID_IR_SHAPES",
+                        f"{where} is not a readable ONNX model ({type(e).__name__}: "
+                        f"{str(e).strip() or 'corrupt protobuf'}); re-export it, or check that "
+                        f"the file was copied completely") from None
 
 
-def _fix_input_shapes(onnx, model, input_shapes: Mapping[str, Any]):
-    """A copy of the model whose named graph inputs have the given fixed shapes."""
+def _fix_input_shapes(onnx, model, input_shapes: Mapping[str, Any], flag: str = "input_shapes"):
+    """A copy of the model whose named graph inputs have the given fixed shapes.
+
+    The exporter's value_info (stale symbolic shapes) is dropped so that shape
+    inference starts again from the fixed inputs. ``flag`` names the option in
+    messages (``--input-shape`` on the command line)."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     inputs = {v.name: v for v in model.graph.input}
     for name in sorted(input_shapes):
         if name not in inputs:
             raise PlanError("INVALID_IR_SHAPES",
-                            f"input_shapes names {name!r}, which is not a graph input (inputs: "
+                            f"{flag} names {name!r}, which is not a graph input (inputs: "
                             f"{', '.join(sorted(inputs))})", tensor=name)
-        dims = inputs[name].type.tensor_type.shape.dim
+        ttype = inputs[name].type.tensor_type
+        given = [int(d) for d in input_shapes[name]]
+        if ttype.HasField("shape") and len(ttype.shape.dim) != len(given):
+            declared = [d.dim_param or d.dim_value for d in ttype.shape.dim]
+            raise PlanError("INVALID_IR_SHAPES",
+                            f"{flag} gives input {name!r} rank {len(given)} ({given}) but the "
+                            f"model declares rank {len(ttype.shape.dim)} ({declared})", tensor=name)
+        dims = ttype.shape.dim
         del dims[:]
-        for d in input_shapes[name]:
-            dims.add().dim_value = int(d)
+        for d in given:
+            dims.add().dim_value = d
+    del model.graph.value_info[:]
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("shape")
     return model
 
 
+#: Shape-computing values are folded only up to this many elements (shape vectors,
+#: index ranges, small masks), never real activations.
+FOLD_LIMIT = 1 << 16
+#: ops that make a tensor of a size given by an input: checked before evaluating.
+_SIZED_BY_INPUT = {"ConstantOfShape": 0, "Expand": 1, "Tile": None, "Range": None}
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Multinomial", "Bernoulli", "If", "Loop", "Scan"})
+
+
+def _static_dims(ttype) -> list[int] | None:
+    if ttype is None or not ttype.HasField("shape"):
+        return None
+    if not all(d.HasField("dim_value") for d in ttype.shape.dim):
+        return None
+    return [d.dim_value for d in ttype.shape.dim]
+
+
+def _types(model) -> dict:
+    out = {}
+    g = model.graph
+    for info in list(g.input) + list(g.value_info) + list(g.output):
+        if info.type.HasField("tensor_type"):
+            out.setdefault(info.name, info.type.tensor_type)
+    return out
+
+
+def _fold(onnx, model, consts: dict) -> dict:
+    """New shape-computing values of ``model`` that can be computed now: ``Shape`` of a
+    value with a static shape, and small ops whose inputs are all known (constants,
+    small initializers, values folded before). Returns name -> numpy array."""
+    import numpy as np
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    types = _types(model)
+    known = dict(consts)
+    for init in model.graph.initializer:
+        n = int(np.prod(init.dims)) if len(init.dims) else 1
+        if n <= FOLD_LIMIT and init.data_location != onnx.TensorProto.EXTERNAL:
+            known.setdefault(init.name, numpy_helper.to_array(init))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    new = {}
+    for node in model.graph.node:
+        outs = [o for o in node.output if o]
+        if not outs or all(o in known for o in outs) or node.domain not in ("", "ai.onnx") \
+                or node.op_type in _NOT_FOLDED:
+            continue
+        ins = [i for i in node.input if i]
+        values = None
+        if node.op_type in ("Shape", "Size"):
+            dims = _static_dims(types.get(node.input[0]))
+            if dims is None:
+                continue
+            if node.op_type == "Size":
+                values = [np.array(int(np.prod(dims)), dtype=np.int64)]
+            else:
+                attrs = {a.name: a.i for a in node.attribute}
+                values = [np.array(dims[attrs.get("start", 0):attrs.get("end", len(dims))]
+                                   if "end" in attrs else dims[attrs.get("start", 0):],
+                                   dtype=np.int64)]
+        elif all(i in known for i in ins):
+            if not _small_enough(node, [known[i] for i in ins]):
+                continue
+            try:
+                values = ReferenceEvaluator(node, opsets={"": opset} if opset else None).run(
+                    None, {i: known[i] for i in ins})
+            except Exception:  # an op the reference cannot run: leave it to inference
+                continue
+        if values is None or any(np.asarray(v).size > FOLD_LIMIT for v in values):
+            continue
+        for name, value in zip(node.output, values):
+            if name:
+                known[name] = new[name] = np.asarray(value)
+    return new
+
+
+def _small_enough(node, inputs) -> bool:
+    """Whether a size-making op would stay under FOLD_LIMIT elements (checked before running)."""
+    import numpy as np
+    try:
+        if node.op_type in ("ConstantOfShape", "Expand"):
+            shape = inputs[_SIZED_BY_INPUT[node.op_type]] if len(inputs) > _SIZED_BY_INPUT[node.op_type] else []
+            return int(np.prod(np.maximum(np.asarray(shape, dtype=np.int64), 1))) <= FOLD_LIMIT
+        if node.op_type == "Tile":
+            return inputs[0].size * int(np.prod(np.asarray(inputs[1]))) <= FOLD_LIMIT
+        if node.op_type == "Range":
+            start, limit, delta = (float(np.asarray(x)) for x in inputs[:3])
+            return delta != 0 and (limit - start) / delta <= FOLD_LIMIT
+    except (TypeError, ValueError, IndexError):
+        return False
+    return all(np.asarray(x).size <= FOLD_LIMIT for x in inputs)
+
+
+def _infer(onnx, model):
+    """Shape inference; where shapes stay unknown (shape arithmetic such as ``Range``
+    that ONNX's data propagation does not follow), fold the shape-computing values
+    to constants and infer again, until nothing new folds. Returns the model whose
+    value_info to read (the original's structure is unchanged)."""
+    from onnx import helper, numpy_helper
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
+    consts: dict = {}
+    for _ in range(16):
+        types = _types(inferred)
+        if all(_static_dims(types.get(o)) is not None for n in model.graph.node
+               for o in n.output if o):
+            break
+        new = _fold(onnx, inferred, consts)
+        if not new:
+            break
+        consts.update(new)
+        probe = onnx.ModelProto.FromString(model.SerializeToString())
+        keep = [n for n in probe.graph.node if not all(o in consts for o in n.output if o)]
+        del probe.graph.node[:]
+        probe.graph.node.extend(keep)
+        done = {i.name for i in probe.graph.initializer}
+        probe.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items()
+                                       if k not in done)
+        inferred = onnx.shape_inference.infer_shapes(probe, check_type=True, data_prop=True)
+        inferred.graph.value_info.extend(
+            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in consts.items())
+    return inferred
+
+
 def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = None,
-              name: str | None = None) -> Graph:
+              name: str | None = None, _flag: str = "input_shapes=") -> Graph:
     """Read an ONNX model (path, bytes or ModelProto) as an `emel.graph/1` Graph.
 
     ``input_shapes``: fixed shapes for graph inputs whose dimensions are
-    symbolic (``{"x": [1, 3, 224, 224]}``). Raises PlanError
-    (``INVALID_IR_SHAPES``) naming the first tensor whose shape is unknown
-    after shape inference.
+    symbolic (``{"x": [1, 3, 224, 224]}``); the fixed shapes are carried
+    through shape arithmetic (``Shape``, ``Range``, ``Concat`` of sizes) by
+    folding it. External weights (``.data`` files) are never read: planning
+    needs shapes only. Raises PlanError (``INVALID_IR_SHAPES``) naming the
+    first tensor whose shape is unknown after shape inference.
     """
     onnx = _require_onnx()
-    model = _load(onnx, path_or_model)
+    flag = _flag.rstrip("=")
+    model = _load_shapes_only(onnx, path_or_model)
     if input_shapes:
-        model = _fix_input_shapes(onnx, model, input_shapes)
+        model = _fix_input_shapes(onnx, model, input_shapes, flag)
     try:
-        model = onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
+        inferred = _infer(onnx, model)
     except Exception as e:  # onnx raises its own InferenceError / ValidationError types
         raise PlanError("INVALID_IR_SHAPES", f"ONNX shape inference failed: {e}") from None
     graph = model.graph
-
-    value_types = {}
-    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
-        if info.type.HasField("tensor_type"):
-            value_types.setdefault(info.name, info.type.tensor_type)
+    value_types = _types(inferred)
 
     tensors: dict[str, dict] = {}
 
@@ -122,7 +278,7 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
         if ttype is None or not ttype.HasField("shape"):
             raise PlanError("INVALID_IR_SHAPES",
                             f"ONNX tensor {tid!r} ({where}) has an unknown shape after shape "
-                            f"inference; give fixed input shapes (input_shapes=) or a model with "
+                            f"inference; give fixed input shapes ({_flag}) or a model with "
                             f"static shapes", tensor=tid, node=node)
         dims = []
         for d in ttype.shape.dim:
@@ -130,12 +286,14 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
                 what = f"the symbolic dimension {d.dim_param!r}" if d.dim_param else "an unknown dimension"
                 raise PlanError("INVALID_IR_SHAPES",
                                 f"ONNX tensor {tid!r} ({where}) has {what}; give fixed shapes "
-                                f"with input_shapes=", tensor=tid, node=node)
+                                f"with {_flag}", tensor=tid, node=node)
             dims.append(d.dim_value)
         return dims, ttype.elem_type
 
     for init in graph.initializer:
-        add(init.name, init.dims, init.data_type, "parameter", "initializer")
+        entry = add(init.name, init.dims, init.data_type, "parameter", "initializer")
+        if "." in init.name.strip("."):                 # model.layers.0.mlp.up_proj.weight
+            entry["module"] = init.name.rsplit(".", 1)[0]
     for info in graph.input:
         if info.name not in tensors:
             dims, elem = shape_of(info.name, "graph input")
@@ -183,6 +341,11 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
                 entry["can_inplace"] = True
             outputs.append(out)
         nodes.append({"id": node_id, "op": node.op_type, "inputs": inputs, "outputs": outputs})
+        module = _node_module(node)
+        if module:
+            nodes[-1]["module"] = module
+            for out in outputs:
+                tensors[out]["module"] = module
 
     for out in graph_outputs:
         if out not in tensors:
@@ -190,6 +353,7 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
             add(out, dims, elem, "output", "graph output")
 
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
+
     g = Graph(name=name or graph.name or "onnx-model",
               source=f"emel.memory.from_onnx: ONNX IR {model.ir_version}, opsets {opsets}; "
                      f"shapes from onnx.shape_inference")
@@ -197,6 +361,25 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
     g.nodes = nodes
     g.outputs = list(dict.fromkeys(graph_outputs))
     return g
+
+
+def _node_module(node) -> str | None:
+    """The module path of an exported node: the torch exporter's name scopes
+    (``['', 'model', 'layers.0', 'mlp', 'up_proj', 'linear']``), or a TorchScript-style
+    node name (``/model/layers.0/mlp/up_proj/MatMul``); the last part is the op."""
+    import ast
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                break
+            # Cumulative scopes: ['', 'model', 'model.layers.0', ..., op name].
+            parts = [str(p) for p in scopes[:-1] if p]
+            return parts[-1] if parts else None
+    if node.name.startswith("/") and node.name.count("/") >= 2:
+        return ".".join(p for p in node.name.strip("/").split("/")[:-1] if p) or None
+    return None
 
 
 def _nbytes(entry: dict, onnx, elem: int) -> int:

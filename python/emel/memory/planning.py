@@ -364,11 +364,19 @@ class Plan:
         self._core.verify(self.offsets, self.births, self.deaths, self._arena_sizes)
         return self
 
+    def peak(self, arena: str | None = None, top: int = 10):
+        """Why the peak is this high: the peak step, the node and module running
+        there, the ``top`` largest live tensors and the bytes by kind
+        (emel.memory.peak; ``arena=None``: every arena together)."""
+        from .peak import peak
+        return peak(self, arena=arena, top=top)
+
     # -- display ------------------------------------------------------------
-    def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8):
+    def plot(self, arena: str | None = None, graph: Any = None, labels: int = 8, *,
+             log: bool = False):
         """Memory over steps above the placement picture: a matplotlib Figure (emel.memory.viz)."""
         from . import viz
-        return viz.plot(self, arena=arena, graph=graph, labels=labels)
+        return viz.plot(self, arena=arena, graph=graph, labels=labels, log=log)
 
     def summary_rows(self) -> list[dict]:
         rows = []
@@ -409,7 +417,12 @@ class Plan:
         title = html.escape(f"{self.graph_name or '(unnamed)'}: {self.mode}, {self.strategy}, "
                             f"{len(self.tensor_ids)} tensors, {self.steps} steps, total "
                             f"{format_bytes(self.total_bytes)}")
-        return f"<div><b>Plan</b> {title}<table>{head}{body}</table></div>"
+        why = ""
+        # The answer to "why this high?"; skipped for huge graphs, where
+        # building every tensor entry would make display slow.
+        if self.graph is not None and self.steps and len(self.tensor_ids) <= 200_000:
+            why = self.peak(top=5)._repr_html_()
+        return f"<div><b>Plan</b> {title}<table>{head}{body}</table>{why}</div>"
 
 
 def _method_text(row: dict) -> str:

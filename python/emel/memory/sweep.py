@@ -1,6 +1,7 @@
 """emel-sweep: plan every graph x mode x strategy of a directory, in parallel.
 
-    emel-sweep DIR [--strategies S,S,...] [--modes M,M,...] [-j N] [-o results.json]
+    emel-sweep DIR [--strategies S,S,...] [--modes M,M,...] [-j N | --scheduler ADDRESS]
+               [-o results.json]
 
 Graphs are the ``*.json`` (`emel.graph/1`) and ``*.onnx`` files of DIR, in
 name order. Each (graph, mode, strategy) is planned in a worker process; a
@@ -26,6 +27,8 @@ from .errors import PlanError
 from .planning import MODES, STRATEGIES, plan
 
 SWEEP_FORMAT = "emel.sweep/1"
+#: How long --scheduler waits for the cluster before giving up.
+CONNECT_TIMEOUT = "30s"
 
 
 def graph_files(directory: str) -> list[str]:
@@ -100,8 +103,10 @@ class _Counter(_Silent):
 
 def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
           strategies: Sequence[str] = STRATEGIES, jobs: int = 1, time_budget_ms: int = 200,
-          progress: bool = True) -> list[dict]:
-    """Plan every path x mode x strategy; rows in that order. ``jobs`` > 1 uses worker processes."""
+          progress: bool = True, client=None) -> list[dict]:
+    """Plan every path x mode x strategy; rows in that order. ``jobs`` > 1 uses worker
+    processes; ``client`` (a ``distributed.Client``) runs the cells on its Dask cluster
+    instead, with the same rows in the same order."""
     for m in modes:
         if m not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {m!r}")
@@ -112,7 +117,9 @@ def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
     rows: list[dict | None] = [None] * len(tasks)
     bar = _progress(len(tasks), progress)
     try:
-        if jobs <= 1:
+        if client is not None:
+            _run_on_dask(client, tasks, time_budget_ms, rows, bar)
+        elif jobs <= 1:
             for k, task in enumerate(tasks):
                 rows[k] = plan_one(*task, time_budget_ms)
                 bar.update()
@@ -126,6 +133,31 @@ def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
     finally:
         bar.close()
     return rows  # type: ignore[return-value]
+
+
+def _run_on_dask(client, tasks, time_budget_ms: int, rows: list, bar) -> None:
+    """Each cell a Dask task; results land in their task's row whatever order they finish in.
+
+    The workers read the graph files themselves, so the paths must be valid on
+    them (a shared file system, or the same checkout)."""
+    from distributed import as_completed
+    futures = [client.submit(plan_one, *task, time_budget_ms, pure=False,
+                             key=f"emel-sweep-{k}-{os.getpid()}-{time.monotonic_ns()}")
+               for k, task in enumerate(tasks)]
+    index = {future.key: k for k, future in enumerate(futures)}
+    for future in as_completed(futures):
+        rows[index[future.key]] = future.result()
+        bar.update()
+
+
+def connect(address: str):
+    """A ``distributed.Client`` for ``--scheduler ADDRESS``; ImportError naming the extra."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("--scheduler needs Dask: pip install '.[sweep]' from a checkout "
+                          "(or pip install 'dask[distributed]')") from None
+    return Client(address, timeout=CONNECT_TIMEOUT)
 
 
 def summary_table(rows: list[dict]) -> str:
@@ -177,6 +209,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="work budget of auto and optimal (default: 200)")
     p.add_argument("-o", "--output", metavar="RESULTS.json", help="write every row as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the plans on a Dask distributed cluster (e.g. tcp://host:8786) "
+                        "instead of local processes; needs emel[sweep]")
     return p
 
 
@@ -189,13 +224,27 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print(f"emel-sweep: no .json or .onnx graph in {args.directory}", file=sys.stderr)
         return 1
+    client = None
+    if args.scheduler:
+        try:
+            client = connect(args.scheduler)
+        except (ImportError, OSError) as e:
+            print(f"emel-sweep: {e}", file=sys.stderr)
+            return 1
     start = time.perf_counter()
-    rows = sweep(paths, args.modes, args.strategies, jobs=max(args.jobs, 1),
-                 time_budget_ms=args.time_budget_ms, progress=not args.no_progress)
+    try:
+        rows = sweep(paths, args.modes, args.strategies, jobs=max(args.jobs, 1),
+                     time_budget_ms=args.time_budget_ms, progress=not args.no_progress,
+                     client=client)
+        workers = (f"{len(client.scheduler_info()['workers'])} Dask workers at {args.scheduler}"
+                   if client is not None else
+                   f"{max(args.jobs, 1)} worker{'s' if args.jobs > 1 else ''}")
+    finally:
+        if client is not None:
+            client.close()
     elapsed = time.perf_counter() - start
     print(summary_table(rows))
-    print(f"{len(rows)} plans of {len(paths)} graphs in {elapsed:.1f} s with {max(args.jobs, 1)} "
-          f"worker{'s' if args.jobs > 1 else ''}")
+    print(f"{len(rows)} plans of {len(paths)} graphs in {elapsed:.1f} s with {workers}")
     if args.output:
         doc = {"format": SWEEP_FORMAT, "directory": os.path.abspath(args.directory),
                "modes": args.modes, "strategies": args.strategies,

@@ -33,7 +33,7 @@ def _require_torch():
     try:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without torch
-        raise ImportError("emel.memory.from_torch needs PyTorch: pip install 'emel[torch]'") from None
+        raise ImportError("emel.memory.from_torch needs PyTorch: pip install '.[torch]' from a checkout (docs/importers.md)") from None
     import torch
     return torch
 
@@ -76,17 +76,116 @@ def _default_loss(outputs):
     return loss
 
 
-def from_torch(model, example_inputs: Any, training: bool = False, *,
-               loss_fn: Callable | None = None, name: str | None = None) -> Graph:
-    """Trace ``model(*example_inputs)`` and return its `emel.graph/1` Graph.
+def _tensor_leaves(value, torch, depth: int = 0, seen: set | None = None) -> list:
+    """Every tensor a model hands back, in order: pytrees, and objects that are not
+    pytrees (a Hugging Face ``DynamicCache``) through their attributes, so the
+    returned key/value caches count as outputs."""
+    from torch.utils import _pytree as pytree
+    seen = set() if seen is None else seen
+    out = []
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            out.append(leaf)
+        elif depth < 4 and hasattr(leaf, "__dict__") and id(leaf) not in seen \
+                and not isinstance(leaf, (torch.nn.Module, type)):
+            seen.add(id(leaf))
+            out.extend(_tensor_leaves([v for k, v in sorted(vars(leaf).items())
+                                       if not k.startswith("__")], torch, depth + 1, seen))
+    return out
 
-    ``example_inputs``: a tensor or a tuple of arguments (tensors, or pytrees of
-    tensors; other values are baked into the trace). Tensors may live on any
-    device, including ``meta``: tracing uses fake tensors and never computes.
+
+class _ModuleTracker:
+    """Which module runs while make_fx records each ATen call.
+
+    Forward hooks on every submodule note, each time the innermost running
+    module changes, the last fx node traced so far; afterwards each traced
+    node gets the module that ran when it was recorded (``nn_module_stack``
+    is not recorded when tracing a function, so this is our own)."""
+
+    def __init__(self, model, torch):
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+        self._proxy_mode = get_proxy_mode
+        self.names = {id(m): n for n, m in model.named_modules() if n}
+        self.stack: list[str] = []
+        self.events: list[tuple[str | None, str | None]] = []   # (last fx node name, module)
+        self.handles = []
+        for module in model.modules():
+            if id(module) in self.names:
+                self.handles.append(module.register_forward_pre_hook(self._enter))
+                self.handles.append(module.register_forward_hook(self._leave, always_call=True))
+
+    def current(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+    def _mark(self) -> None:
+        last = None
+        try:   # the newest traced node (fx internals: without them, no module paths)
+            node = self._proxy_mode().tracer.graph._root.prev
+            last = None if node.op == "root" else node.name
+        except AttributeError:
+            pass
+        self.events.append((last, self.current()))
+
+    def _enter(self, module, args):
+        self.stack.append(self.names[id(module)])
+        self._mark()
+
+    def _leave(self, module, args, output):
+        if self.stack:
+            self.stack.pop()
+        self._mark()
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def modules_of(self, gm) -> dict:
+        """fx node name -> the innermost module running when it was traced."""
+        after: dict[str | None, str | None] = {}
+        for last, module in self.events:     # the last event after a node wins
+            after[last] = module
+        current, out = after.get(None), {}
+        for node in gm.graph.nodes:
+            if current is not None:
+                out[node.name] = current
+            if node.name in after:
+                current = after[node.name]
+        return out
+
+
+def _data_dependent_error(torch, exc, module: str | None) -> PlanError | None:
+    """A PlanError for an op whose output size depends on tensor values, else None."""
+    from torch.fx.experimental import symbolic_shapes
+    kinds = tuple(k for k in (getattr(symbolic_shapes, "GuardOnDataDependentSymNode", None),
+                              getattr(torch._subclasses.fake_tensor, "DynamicOutputShapeException", None),
+                              getattr(torch._subclasses.fake_tensor, "DataDependentOutputException", None))
+                  if k is not None)
+    if not isinstance(exc, kinds):
+        return None
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PlanError("INVALID_IR_SHAPES",
+                     f"from_torch: a data-dependent op in module {module or '(top level)'!r} "
+                     f"({type(exc).__name__}: {first[:200]}); its output size depends on tensor "
+                     f"values, which tracing does not compute. Bound the size instead (e.g. "
+                     f"torch.where(mask, x, 0) or a top-k of fixed k in place of x[mask])")
+
+
+def from_torch(model, example_inputs: Any = (), training: bool = False, *,
+               kwargs: dict | None = None, loss_fn: Callable | None = None,
+               name: str | None = None) -> Graph:
+    """Trace ``model(*example_inputs, **kwargs)`` and return its `emel.graph/1` Graph.
+
+    ``example_inputs``: a tensor, a tuple of arguments (tensors, or pytrees of
+    tensors; other values are baked into the trace), or a dict of keyword
+    arguments (as ``torch.export`` takes); ``kwargs``: keyword arguments.
+    Tensors may live on any device, including ``meta``: tracing uses fake
+    tensors and never computes. What the model returns (pytrees, and objects
+    such as a Hugging Face key/value cache) are the outputs.
     ``training=True``: the joint forward+backward graph of one step, in train
     mode, with the loss ``loss_fn(outputs)`` (default: the sum of every
     floating-point output); the loss and the parameter gradients are the
-    graph's outputs. Parameters and buffers get the role ``parameter``.
+    graph's outputs. Parameters and buffers get the role ``parameter``. Every
+    tensor and node made inside a submodule carries its ``module`` path.
     """
     torch = _require_torch()
     from torch.func import functional_call
@@ -95,12 +194,19 @@ def from_torch(model, example_inputs: Any, training: bool = False, *,
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"from_torch takes a torch.nn.Module, not {type(model).__name__}")
+    if isinstance(example_inputs, dict) and kwargs is None:
+        example_inputs, kwargs = (), example_inputs
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"from_torch: kwargs must be a dict of keyword inputs, not "
+                        f"{type(kwargs).__name__}")
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    kwargs = dict(kwargs or {})
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     param_names, buffer_names = list(params), list(buffers)
     trainable = [n for n in param_names if params[n].requires_grad] if training else []
-    leaves, spec = pytree.tree_flatten(args)
+    paths_leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
+    leaves = [leaf for _, leaf in paths_leaves]
     tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     if training and not trainable:
         raise ValueError("from_torch(training=True): the model has no parameter that requires grad")
@@ -114,10 +220,10 @@ def from_torch(model, example_inputs: Any, training: bool = False, *,
         call_leaves = list(leaves)
         for slot, value in zip(tensor_slots, flat[n_params + n_buffers:]):
             call_leaves[slot] = value
-        call_args = pytree.tree_unflatten(call_leaves, spec)
-        out = functional_call(model, {**p, **b}, call_args)
+        call_args, call_kwargs = pytree.tree_unflatten(call_leaves, spec)
+        out = functional_call(model, {**p, **b}, call_args, call_kwargs)
         if not training:
-            result = tuple(t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            result = tuple(_tensor_leaves(out, torch))
             counts["outputs"] = len(result)
             return result
         loss = (loss_fn or _default_loss)(out)
@@ -130,24 +236,55 @@ def from_torch(model, example_inputs: Any, training: bool = False, *,
                    + [leaves[i] for i in tensor_slots])
     was_training = model.training
     model.train(training)
+    tracker = _ModuleTracker(model, torch)
     try:
         with torch.enable_grad() if training else torch.no_grad():
-            gm = make_fx(step, tracing_mode="fake")(*flat_inputs)
+            # Non-fake inputs allowed: a model on ``meta`` may make real meta
+            # tensors while tracing (an empty key/value cache); they hold no data.
+            gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat_inputs)
+    except Exception as e:
+        err = _data_dependent_error(torch, e, tracker.current())
+        if err is None:
+            raise
+        raise err from None
     finally:
+        tracker.remove()
         model.train(was_training)
 
-    # forward()'s parameter names fit when every argument is one tensor.
-    top_level_tensors = len(tensor_slots) == len(leaves) == len(args)
-    placeholder_names = param_names + buffer_names + (
-        _input_names(model, len(args)) if top_level_tensors
-        else [f"input.{i}" for i in range(len(tensor_slots))])
+    placeholder_names = param_names + buffer_names + _leaf_names(
+        model, [paths_leaves[i][0] for i in tensor_slots], len(args))
     placeholder_roles = ["parameter"] * (n_params + n_buffers) + ["input"] * len(tensor_slots)
     title = name or f"{type(model).__name__}-{'training' if training else 'inference'}"
     source = (f"emel.memory.from_torch: torch {torch.__version__} make_fx (fake tensors) of "
               f"{type(model).__name__}, {'joint forward+backward training step' if training else 'inference'}; "
               f"views and in-place results found by storage sharing")
     return _graph_from_fx(gm, placeholder_names, placeholder_roles, training,
-                          grad_names=trainable, name=title, source=source)
+                          grad_names=trainable, name=title, source=source,
+                          modules=tracker.modules_of(gm))
+
+
+def _leaf_names(model, paths: list, n_args: int) -> list[str]:
+    """Input ids: forward()'s parameter names for top-level tensors, keyword names for
+    keyword inputs (``input_ids``), ``input.<path>`` inside positional pytrees."""
+    def part(key) -> str:
+        for attr in ("key", "idx", "name"):
+            if hasattr(key, attr):
+                return str(getattr(key, attr))
+        return str(key)
+
+    positional = [p for p in paths if part(p[0]) == "0"]
+    top_level = len(positional) == n_args and all(len(p) == 2 for p in positional)
+    forward_names = _input_names(model, n_args) if top_level else []
+    names = []
+    for path in paths:
+        rest = [part(k) for k in path[1:]]
+        if part(path[0]) == "1":                              # a keyword input
+            names.append(".".join(rest))
+        elif forward_names:
+            names.append(forward_names[int(rest[0])])
+        else:
+            names.append("input." + ".".join(rest))
+    return names
 
 
 class _Builder:
@@ -214,8 +351,9 @@ def _tensors_in(value, torch) -> list:
 
 
 def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_names, name,
-                   source) -> Graph:
+                   source, modules: dict | None = None) -> Graph:
     torch = _require_torch()
+    modules = modules or {}
     b = _Builder(torch)
     for wanted in placeholder_names:
         b.taken.add(wanted)
@@ -229,7 +367,9 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
         if fx_node.op == "placeholder":
             value = fx_node.meta["val"]
             ident = placeholder_names[placeholder_index]
-            b.add(ident, value, placeholder_roles[placeholder_index])
+            entry = b.add(ident, value, placeholder_roles[placeholder_index])
+            if placeholder_roles[placeholder_index] == "parameter" and "." in ident:
+                entry["module"] = ident.rsplit(".", 1)[0]   # layers.0.mlp.up_proj.weight
             placeholder_index += 1
             ids_of[fx_node] = [ident]
             continue
@@ -246,6 +386,13 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
             for arg in torch.utils._pytree.tree_leaves(fx_node.args[0]):
                 if isinstance(arg, torch.fx.Node):
                     output_ids.extend(ids_of.get(arg, []))
+            if training:   # (loss, *grads): a gradient belongs to its parameter's module
+                results = fx_node.args[0]
+                for grad, pname in zip(results[1:], grad_names):
+                    for ident in ids_of.get(grad, []) if isinstance(grad, torch.fx.Node) else []:
+                        for tid in (ident, b.root(ident)):   # the view handed back, its storage
+                            if "." in pname and "module" not in b.tensors[tid]:
+                                b.tensors[tid]["module"] = pname.rsplit(".", 1)[0]
             continue
         if fx_node.target is operator.getitem:   # picks one result of a multi-result node
             parent, index = fx_node.args
@@ -266,11 +413,15 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
         outputs = []
         by_index = {}
         multi = not isinstance(value, torch.Tensor)
+        module = modules.get(fx_node.name)
         for k, item in enumerate(value if multi and isinstance(value, (list, tuple)) else [value]):
             if not isinstance(item, torch.Tensor):
                 continue
+            _check_static(item, fx_node, module)
             ident = b.unique(f"{fx_node.name}.{k}" if multi else fx_node.name)
             entry = b.add(ident, item, "activation")
+            if module:
+                entry["module"] = module
             if (pointwise in tags and "view_of" not in entry
                     and any(b.tensors[i]["shape"] == entry["shape"]
                             and b.tensors[i]["dtype"] == entry["dtype"] for i in inputs)):
@@ -281,6 +432,8 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
         ids_of[fx_node] = outputs
         nodes.append({"id": node_id, "op": str(getattr(fx_node.target, "__name__", fx_node.target))
                       .replace("aten.", ""), "inputs": inputs, "outputs": outputs})
+        if module:
+            nodes[-1]["module"] = module
 
     _mark_outputs(b, output_ids, training, grad_names)
     if training:
@@ -294,6 +447,20 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
     for fx_node in gm.graph.nodes:
         fx_node.meta.pop("_emel_results", None)
     return g
+
+
+def _check_static(value, fx_node, module: str | None) -> None:
+    """Refuse a traced value whose size depends on tensor values (``x[x > 0]``, ``nonzero``)."""
+    import torch
+    dims = list(value.shape) + [value.storage_offset()]
+    if all(isinstance(d, int) or (isinstance(d, torch.SymInt) and d.node.is_constant()) for d in dims):
+        return
+    raise PlanError("INVALID_IR_SHAPES",
+                    f"from_torch: op {fx_node.target} (node {fx_node.name!r}) in module "
+                    f"{module or '(top level)'!r} returns a tensor of shape "
+                    f"{[str(d) for d in value.shape]}: its size depends on tensor values, which "
+                    f"tracing does not compute. Bound the size instead (e.g. torch.where(mask, x, 0) "
+                    f"or a top-k of fixed k in place of x[mask])", node=fx_node.name)
 
 
 def _mark_outputs(b: _Builder, output_ids: list[str], training: bool, grad_names: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Pictures of plans (matplotlib; ``pip install 'emel[plot]'``).
+"""Pictures of plans (matplotlib; ``pip install '.[plot]' from a checkout``).
 
 - :func:`plot_memory`: bytes over execution steps for one arena — the live
   bytes, the placement's high-water mark, the lower bound and the arena size.
@@ -34,7 +34,7 @@ def _require_matplotlib():
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - exercised only without matplotlib
-        raise ImportError("emel.memory.viz needs matplotlib: pip install 'emel[plot]'") from None
+        raise ImportError("emel.memory.viz needs matplotlib: pip install '.[plot]' from a checkout") from None
     return Figure
 
 
@@ -113,12 +113,57 @@ def _roles(plan, graph) -> list[str]:
     return ["parameter" if persistent[a] else "activation" for a in arena_of]
 
 
-def plot_memory(plan, arena: str | None = None, ax=None):
-    """Bytes over steps for one arena (default: :func:`default_arena`)."""
+def _graph(plan, graph):
+    graph = graph if graph is not None else getattr(plan, "graph", None)
+    return load_graph(graph) if graph is not None else None
+
+
+def tensor_labels(plan, graph=None) -> list[str]:
+    """A label per tensor: its module path when the importer kept one
+    (``layers.3.mlp.up_proj``), else its id."""
+    graph = _graph(plan, graph)
+    if graph is None:
+        return list(plan.tensor_ids)
+    module = {t["id"]: t.get("module") for t in graph.tensors}
+    return [module.get(tid) or tid for tid in plan.tensor_ids]
+
+
+def backward_start(plan, graph=None) -> int | None:
+    """The first step that runs a backward node (None: no phases, or no backward)."""
+    graph = _graph(plan, graph)
+    if graph is None:
+        return None
+    phase = {n["id"]: n.get("phase") for n in graph.nodes}
+    order = graph.execution_order or [n["id"] for n in graph.nodes]
+    return next((k for k, nid in enumerate(order) if phase.get(nid) == "backward"), None)
+
+
+def _mark_backward(ax, plan, graph, text: bool) -> None:
+    start = backward_start(plan, graph)
+    if start:
+        ax.axvline(start, color="#555555", linestyle=":", linewidth=1.2,
+                   label="backward starts" if text else None)
+
+
+def _legend_outside(ax) -> None:
+    """Legends beside the axes, never over the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              fontsize="small", frameon=False)
+
+
+def plot_memory(plan, arena: str | None = None, ax=None, *, log: bool = False,
+                annotate: int = 3, graph=None):
+    """Bytes over steps for one arena (default: :func:`default_arena`).
+
+    The peak is marked and annotated with its ``annotate`` largest live
+    tensors (by module path where known; :meth:`Plan.peak`); a dotted line
+    marks where the backward pass starts. ``log=True``: a logarithmic byte
+    axis, so one huge tensor (the logits) does not flatten the rest.
+    """
     Figure = _require_matplotlib()
     arena = arena or default_arena(plan)
     info = _arena_info(plan, arena)
-    fig = ax.figure if ax is not None else Figure(figsize=(9, 3.5), layout="constrained")
+    fig = ax.figure if ax is not None else Figure(figsize=(10, 3.5), layout="constrained")
     ax = ax if ax is not None else fig.add_subplot()
     live, top = live_bytes(plan, arena), high_water(plan, arena)
     scale, unit = _unit(max(info.size, int(live.max(initial=0))))
@@ -130,22 +175,55 @@ def plot_memory(plan, arena: str | None = None, ax=None):
                label=f"lower bound {info.lower_bound / scale:.3g} {unit}")
     ax.axhline(info.size / scale, color="#D55E00", linestyle="-",
                label=f"arena size {info.size / scale:.3g} {unit}")
+    _mark_backward(ax, plan, graph, text=True)
     ax.set_xlabel("execution step")
     ax.set_ylabel(unit)
     ax.set_xlim(0, max(len(live) - 1, 1))
-    ax.set_ylim(0, max(info.size, int(live.max(initial=0)), 1) / scale * 1.08)
+    upper = max(info.size, int(live.max(initial=0)), 1) / scale
+    if log:   # three decades below the top: enough to read the small steps
+        ax.set_yscale("log")
+        ax.set_ylim(upper / 1000, upper * 1.6)
+    else:
+        ax.set_ylim(0, upper * 1.08)
+    _annotate_peak(ax, plan, arena, graph, scale, unit, annotate)
     ax.set_title(f"{plan.graph_name or 'plan'} — {arena} over steps ({plan.mode}, {plan.strategy})")
-    ax.legend(loc="upper left", fontsize="small", framealpha=0.85)
+    _legend_outside(ax)
     return fig
 
 
+def _annotate_peak(ax, plan, arena, graph, scale, unit, annotate: int) -> None:
+    """A marker on the peak of live bytes, with its largest tensors written beside it."""
+    from .peak import live_curve
+    if getattr(plan, "graph", None) is None:    # the report needs the plan's own graph
+        return
+    curve = live_curve(plan, arena)
+    if not len(curve) or curve.max() <= 0:
+        return
+    report = plan.peak(arena=arena, top=max(annotate, 0))
+    labels = dict(zip(plan.tensor_ids, tensor_labels(plan, graph)))
+    y = report.live_bytes / scale
+    ax.plot([report.step], [y], marker="v", color="#CC0000", markersize=8, linestyle="none",
+            label=f"peak {y:.3g} {unit} at step {report.step}")
+    if annotate > 0 and report.tensors:
+        lines = [f"{labels[t.id]}  {t.bytes / scale:.3g} {unit} ({t.share:.0%})"
+                 for t in report.tensors]
+        right = report.step > 0.6 * len(curve)   # keep the text inside the axes
+        ax.annotate("\n".join(lines), xy=(report.step, y), xytext=(-12 if right else 12, -4),
+                    textcoords="offset points", ha="right" if right else "left", va="top",
+                    fontsize=7, color="#660000",
+                    bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#CC0000", alpha=0.9))
+
+
 def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: int = 8,
-                   title: str | None = None, unit: str | None = None):
+                   title: str | None = None, unit: str | None = None, *, log: bool = False):
     """Each storage tensor of ``arena`` as a rectangle: x = [birth, death + 1), y = [offset, offset + size).
 
     ``graph`` gives the roles (default: the graph the plan was made from).
     ``labels``: how many of the largest tensors to name in their rectangle.
     ``unit``: B, KiB, MiB or GiB for the byte axis (default: by the arena size).
+    Rectangles are labelled with the tensor's module path when the graph has one.
+    ``log=True``: a symmetric-log offset axis (linear up to 1% of the arena,
+    logarithmic above), so the small tensors under one huge one get room.
     """
     Figure = _require_matplotlib()
     from matplotlib.collections import PolyCollection
@@ -170,11 +248,15 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
         ax.add_collection(PolyCollection(
             boxes, facecolors=ROLE_COLORS[role], edgecolors="black", linewidths=0.3,
             alpha=0.85, label=f"{role} ({len(pick)})"))
+    if log:   # linear up to 1% of the arena, logarithmic above: the bottom gets a third
+        ax.set_yscale("symlog", linthresh=max(info.size, 1) / scale / 100, linscale=1.0)
     _label_largest(ax, plan, rows, births, deaths, lows, highs, labels,
-                   y_top=max(info.size, 1) / scale * 1.05)
+                   y_top=max(info.size, 1) / scale * 1.05, names=tensor_labels(plan, graph),
+                   log=log)
     ax.axhline(info.size / scale, color="#D55E00", linewidth=1, label="arena size")
     ax.axhline(info.lower_bound / scale, color="#009E73", linestyle="--", linewidth=1,
                label="lower bound")
+    _mark_backward(ax, plan, graph, text=False)
     ax.set_xlim(0, max(int(plan.steps), 1))
     ax.set_ylim(0, max(info.size, 1) / scale * 1.05)
     ax.set_xlabel("execution step")
@@ -182,7 +264,7 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
     ratio = info.size / info.lower_bound if info.lower_bound else float("nan")
     ax.set_title(title or f"{plan.graph_name or 'plan'} — {arena}: {info.size / scale:.3g} {unit}, "
                           f"{ratio:.3f}× the lower bound ({plan.strategy})")
-    ax.legend(loc="upper right", fontsize="small", framealpha=0.85)
+    _legend_outside(ax)
     return fig
 
 
@@ -192,7 +274,7 @@ def _overlap(p, q) -> bool:
 
 
 def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
-                   fontsize: float = 7.0) -> None:
+                   fontsize: float = 7.0, names: list[str] | None = None, log: bool = False) -> None:
     """Name the largest rectangles (bytes x steps), biggest first, ties by tensor order.
 
     Narrow rectangles get vertical text; a label that would cover one already
@@ -211,8 +293,14 @@ def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
     for k in order[:labels * 8]:
         if len(placed) == labels:
             break
-        name = plan.tensor_ids[rows[k]]
-        x, y = (births[k] + deaths[k]) / 2 / span, (lows[k] + highs[k]) / 2 / y_top
+        name = (names or plan.tensor_ids)[rows[k]]
+        if log:   # place by the axis' own transform: the middle of the box as drawn
+            to_axes = ax.transScale + ax.transLimits
+            y = (to_axes.transform((0, lows[k]))[1] + to_axes.transform((0, highs[k]))[1]) / 2
+            mid = to_axes.inverted().transform((0, y))[1]
+        else:
+            y, mid = (lows[k] + highs[k]) / 2 / y_top, (lows[k] + highs[k]) / 2
+        x = (births[k] + deaths[k]) / 2 / span
         narrow = (deaths[k] - births[k]) / span < 0.05
         w, h = len(name) * fontsize * 0.6 / ax_w, fontsize * 1.3 / ax_h
         if narrow:
@@ -221,18 +309,25 @@ def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
         if any(_overlap(mine, other) for other in placed):
             continue
         placed.append(mine)
-        ax.text((births[k] + deaths[k]) / 2, (lows[k] + highs[k]) / 2, name, ha="center",
+        ax.text((births[k] + deaths[k]) / 2, mid, name, ha="center",
                 va="center", fontsize=fontsize, clip_on=True, rotation=90 if narrow else 0)
 
 
-def plot(plan, arena: str | None = None, graph=None, labels: int = 8):
-    """Memory over steps (top) above the placement picture (bottom) for one arena."""
+def plot(plan, arena: str | None = None, graph=None, labels: int = 8, *, log: bool = False):
+    """Memory over steps (top) above the placement picture (bottom) for one arena.
+
+    A persistent arena (parameters) holds the same bytes at every step, so it
+    gets the placement picture alone. ``log``: logarithmic byte axes."""
     Figure = _require_matplotlib()
     arena = arena or default_arena(plan)
-    fig = Figure(figsize=(10, 7.5), layout="constrained")
+    if _arena_info(plan, arena).persistent:
+        fig = Figure(figsize=(11, 5), layout="constrained")
+        plot_placement(plan, arena, graph=graph, ax=fig.add_subplot(), labels=labels, log=log)
+        return fig
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1, 2])
-    plot_memory(plan, arena, ax=top)
-    plot_placement(plan, arena, graph=graph, ax=bottom, labels=labels)
+    plot_memory(plan, arena, ax=top, log=log, graph=graph)
+    plot_placement(plan, arena, graph=graph, ax=bottom, labels=labels, log=log)
     return fig
 
 
@@ -256,11 +351,15 @@ def plot_strategies(graph, strategies: Sequence[str] | None = None, mode: str = 
         plot_placement(p, arena, graph=g, ax=ax, labels=labels, unit=unit,
                        title=f"{p.strategy}: {info.size / scale:.3g} {unit}, {ratio:.3f}× bound")
     axes[0].set_ylim(0, top / scale * 1.05)
-    for ax in axes[1:]:
-        ax.set_ylabel("")
+    handles, names = axes[0].get_legend_handles_labels()
+    for k, ax in enumerate(axes):
+        if k:
+            ax.set_ylabel("")
         legend = ax.get_legend()
         if legend is not None:
             legend.remove()
+    # One legend for the row, right of the last panel (not between panels).
+    fig.legend(handles, names, loc="outside right upper", fontsize="small", frameon=False)
     fig.suptitle(f"{g.name or 'graph'} — {arena} arena, mode {mode}")
     return fig
 
@@ -270,5 +369,5 @@ def save(fig, path: str, dpi: int = 120) -> None:
     fig.savefig(path, dpi=dpi)
 
 
-__all__ = ["ROLE_COLORS", "default_arena", "high_water", "live_bytes", "plot", "plot_memory",
-           "plot_placement", "plot_strategies", "save"]
+__all__ = ["ROLE_COLORS", "backward_start", "default_arena", "high_water", "live_bytes", "plot",
+           "plot_memory", "plot_placement", "plot_strategies", "save", "tensor_labels"]

@@ -1,0 +1,330 @@
+"""What fits in my budget? memory_curve(), max_fit() and the emel-fit command.
+
+A dimension of the model (batch, sequence length, context) is swept or
+searched. The graph is either a Graph (or document, or path) with a symbolic
+dimension named ``dim`` (docs/dynamic-shapes-and-sharding.md), planned with
+the symbol at each value and every other symbol at its maximum, or a
+function ``value -> graph`` (e.g. a lambda that traces a model with
+``from_torch`` at that batch size).
+
+Plans need not grow with the dimension (a different size can change which
+placement wins), so max_fit() trusts plans, not a model of them: every answer
+comes with the plan that proves it fits and the plan of the next value that
+proves it does not.
+
+    emel-fit MODEL.onnx|GRAPH.json --budget 24GiB --dim batch [--strategy auto]
+             [--mode M] [--min N] [--max N] [--arena NAME] [--curve V,V,...]
+             [--input-shape NAME=D,D,...] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .errors import PlanError, is_int
+from .graph import Graph, load_graph
+from .shapes import is_symbolic
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40}
+
+
+def parse_bytes(text: Any) -> int:
+    """``"24GiB"``, ``"1.5 GB"``, ``"4096"`` or an int -> bytes; ValueError otherwise."""
+    if is_int(text):
+        if text < 0:
+            raise ValueError(f"a byte budget must be >= 0, got {text}")
+        return text
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"a byte budget looks like 24GiB, 512MiB, 1.5GB or 4096; got {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _symbols(doc: dict) -> dict[str, tuple[int, int]]:
+    out = {}
+    for t in doc["tensors"]:
+        for d in t["shape"]:
+            if is_symbolic(d):
+                out.setdefault(d["sym"], (int(d.get("min") or 0), int(d["max"])))
+    return out
+
+
+def _at(doc: dict, dim: str, value: int) -> dict:
+    """The document with ``dim`` = value and every other symbol at its maximum.
+
+    Unlike shapes.resolve_at, a value above the declared maximum is allowed:
+    the point of a fit is to ask what a larger value would need.
+    """
+    out = dict(doc)
+    out["tensors"] = [dict(t, shape=[(value if d["sym"] == dim else d["max"]) if is_symbolic(d)
+                                     else d for d in t["shape"]])
+                      for t in doc["tensors"]]
+    return out
+
+
+def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int] | None]:
+    """(value -> graph, the symbol's declared (min, max) or None) for a graph or a function."""
+    if callable(graph) and not isinstance(graph, Graph):
+        return graph, None
+    doc = load_graph(graph).to_dict()
+    symbols = _symbols(doc)
+    if dim not in symbols:
+        known = ", ".join(sorted(symbols)) or "none"
+        raise PlanError("INVALID_IR_SHAPES",
+                        f"dim={dim!r} is not a symbolic dimension of graph {doc.get('name')!r} "
+                        f"(its symbols: {known}); give a graph with {{\"sym\": {dim!r}, \"max\": N}} "
+                        f"dims, or a function value -> graph")
+    return (lambda value: _at(doc, dim, value)), symbols[dim]
+
+
+def _exact(n: int) -> str:
+    """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
+    from .planning import format_bytes
+    return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
+
+
+def _check_value(value: Any, dim: str) -> int:
+    if not is_int(value) or value < 0:
+        raise PlanError("INVALID_IR_SHAPES", f"{dim} = {value!r}: values must be integers >= 0")
+    return value
+
+
+def _measure(result, arena: str | None) -> int:
+    if arena is None:
+        return result.total_bytes
+    arenas = result.arenas
+    if arena not in arenas:
+        raise PlanError("INVALID_IR_SHAPES", f"arena={arena!r}: the plan has no such arena "
+                                             f"(arenas: {', '.join(arenas)})", arena=arena)
+    return arenas[arena].size
+
+
+def memory_curve(graph: Any, dim: str, values: Iterable[int], *, arena: str | None = None,
+                 **plan_kwargs) -> list[dict]:
+    """Plan ``graph`` at each value of ``dim``; one row per value, in the order given.
+
+    Each row: ``value``, ``bytes`` (the plan's total, or ``arena``'s size),
+    ``lower_bound`` (the same arenas' bound), ``total_bytes`` and ``arenas``
+    (name -> size and lower bound). ``plan_kwargs`` go to :func:`emel.memory.plan`.
+    """
+    from .planning import plan
+    make, _ = graph_at(graph, dim)
+    rows = []
+    for value in values:
+        result = plan(make(_check_value(value, dim)), **plan_kwargs)
+        arenas = result.arenas
+        rows.append({
+            "value": value, "bytes": _measure(result, arena),
+            "lower_bound": (sum(a.lower_bound for a in arenas.values()) if arena is None
+                            else arenas[arena].lower_bound),
+            "total_bytes": result.total_bytes,
+            "arenas": {a.name: {"size": a.size, "lower_bound": a.lower_bound}
+                       for a in arenas.values()}})
+    return rows
+
+
+@dataclass
+class FitResult:
+    """The answer of max_fit(): the largest value found to fit, with the proof and counter-proof."""
+    dim: str
+    budget: int
+    value: int | None          # None: not even the smallest value fits
+    plan: Any                  # the Plan at ``value`` (fits), or None
+    next_value: int | None     # value + 1 (or the smallest value), None when value is the maximum
+    next_plan: Any             # its Plan (does not fit), or None
+    bytes: int | None          # what ``plan`` needs
+    next_bytes: int | None     # what ``next_plan`` needs
+    tried: dict[int, int] = field(default_factory=dict)   # every value planned -> bytes
+
+    def __str__(self) -> str:
+        budget = _exact(self.budget)
+        if self.value is None:
+            return (f"nothing fits in {budget}: {self.dim}={self.next_value} already needs "
+                    f"{_exact(self.next_bytes)}")
+        text = (f"largest {self.dim} that fits in {budget}: {self.value} "
+                f"(plan needs {_exact(self.bytes)}")
+        if self.next_value is None:
+            return text + f"; {self.value} is the largest value searched)"
+        return text + f"; {self.dim}={self.next_value} needs {_exact(self.next_bytes)})"
+
+    def to_dict(self) -> dict:
+        return {"dim": self.dim, "budget": self.budget, "value": self.value, "bytes": self.bytes,
+                "next_value": self.next_value, "next_bytes": self.next_bytes,
+                "plan_hash": self.plan.plan_hash if self.plan is not None else None,
+                "next_plan_hash": self.next_plan.plan_hash if self.next_plan is not None else None,
+                "tried": {str(k): v for k, v in sorted(self.tried.items())}}
+
+
+def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
+            hi: int | None = None, arena: str | None = None, **plan_kwargs) -> FitResult:
+    """The largest value of ``dim`` in ``[lo, hi]`` whose plan needs at most ``budget_bytes``.
+
+    ``budget_bytes``: an int or text (``"24GiB"``). ``lo``/``hi`` default to
+    the symbol's declared range (required for a function graph). Bytes are
+    the plan's total, or one ``arena``'s size. Bisection keeps a planned
+    value that fits below a planned value that does not, so the answer is
+    always backed by two real plans: ``plan`` (value fits) and ``next_plan``
+    (value + 1 does not). If the need is not monotone in the value, a larger
+    value past a non-fitting one may fit too: memory_curve() shows the whole
+    curve.
+    """
+    from .planning import plan
+    budget = parse_bytes(budget_bytes)
+    make, declared = graph_at(graph, dim)
+    if declared is not None:
+        lo = declared[0] if lo is None else lo
+        hi = declared[1] if hi is None else hi
+    if lo is None or hi is None:
+        raise PlanError("INVALID_IR_SHAPES", f"max_fit over a function needs lo= and hi= for {dim!r}")
+    lo, hi = _check_value(lo, dim), _check_value(hi, dim)
+    if lo > hi:
+        raise PlanError("INVALID_IR_SHAPES", f"max_fit: lo={lo} is above hi={hi} for {dim!r}")
+    plans, tried = {}, {}
+
+    def probe(value: int) -> bool:
+        if value not in plans:
+            plans[value] = plan(make(value), **plan_kwargs)
+            tried[value] = _measure(plans[value], arena)
+        return tried[value] <= budget
+
+    def result(value, nxt) -> FitResult:
+        return FitResult(dim=dim, budget=budget, value=value, plan=plans.get(value),
+                         next_value=nxt, next_plan=plans.get(nxt), bytes=tried.get(value),
+                         next_bytes=tried.get(nxt), tried=tried)
+
+    if not probe(lo):
+        return result(None, lo)
+    if probe(hi):
+        return result(hi, None)
+    good, bad = lo, hi          # invariant: plan(good) fits, plan(bad) does not
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if probe(mid):
+            good = mid
+        else:
+            bad = mid
+    return result(good, bad)
+
+
+# ---------------------------------------------------------------------------
+# emel-fit
+# ---------------------------------------------------------------------------
+def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[int], Graph]:
+    """value -> the ONNX model imported with every input dimension named ``dim`` at value.
+
+    Other symbolic input dimensions need ``input_shapes`` (a fixed shape per input)."""
+    from .onnx_importer import _load_shapes_only, _require_onnx, from_onnx
+    onnx = _require_onnx()
+    model = _load_shapes_only(onnx, path)
+    fixed = dict(input_shapes or {})
+    named = {}
+    for info in model.graph.input:
+        dims = info.type.tensor_type.shape.dim
+        if info.name in fixed or not any(d.dim_param == dim for d in dims):
+            continue
+        named[info.name] = [(None if d.dim_param == dim else
+                             (d.dim_value if d.HasField("dim_value") else d.dim_param)) for d in dims]
+    if not named:
+        raise PlanError("INVALID_IR_SHAPES",
+                        f"--dim {dim}: no input of {path} has a dimension named {dim!r}")
+
+    def make(value: int) -> Graph:
+        shapes = dict(fixed)
+        for name, dims in named.items():
+            for d in dims:
+                if isinstance(d, str):
+                    raise PlanError("INVALID_IR_SHAPES",
+                                    f"input {name!r} of {path} also has the symbolic dimension "
+                                    f"{d!r}; fix it with --input-shape {name}=D,D,...", tensor=name)
+            shapes[name] = [value if d is None else d for d in dims]
+        return from_onnx(model, input_shapes=shapes)
+    return make
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .cli import add_input_shape_option
+    from .planning import MODES, STRATEGIES
+    p = argparse.ArgumentParser(
+        prog="emel-fit",
+        description="The largest value of a model dimension (batch, sequence) whose plan fits "
+                    "a memory budget, proven by planning it and the next value.")
+    p.add_argument("model", help="an emel.graph/1 JSON file with symbolic dimensions, or an "
+                                 "ONNX model (.onnx) with a named input dimension")
+    p.add_argument("--budget", required=True, metavar="BYTES",
+                   help="the memory budget: 24GiB, 512MiB, 1.5GB or a number of bytes")
+    p.add_argument("--dim", required=True, metavar="NAME",
+                   help="the symbolic dimension to search (e.g. batch, seq)")
+    p.add_argument("--min", type=int, default=None, metavar="N", help="smallest value (default: "
+                   "the symbol's declared minimum; 1 for ONNX)")
+    p.add_argument("--max", type=int, default=None, metavar="N", help="largest value (default: "
+                   "the symbol's declared maximum; 4096 for ONNX)")
+    p.add_argument("--mode", choices=MODES, default="inference")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto",
+                   help="placement strategy (default: auto, the smallest plans)")
+    p.add_argument("--arena", default=None, metavar="NAME",
+                   help="count only this arena (default: every arena, parameters included)")
+    p.add_argument("--curve", default=None, metavar="V,V,...",
+                   help="also print the plan's bytes at these values")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the answer as JSON to OUT")
+    add_input_shape_option(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cli import parse_input_shapes
+    from .planning import format_bytes
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        budget = parse_bytes(args.budget)
+        shapes = parse_input_shapes(args.input_shape)
+        curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]
+                        if args.curve else [])
+    except ValueError as e:
+        p.error(str(e))
+    kwargs = {"mode": args.mode, "strategy": args.strategy}
+    try:
+        lo, hi = args.min, args.max
+        if args.model.lower().endswith(".onnx"):
+            graph = onnx_at(args.model, args.dim, shapes)
+            lo, hi = (1 if lo is None else lo), (4096 if hi is None else hi)
+        else:
+            if shapes:
+                raise ValueError("--input-shape applies to ONNX models only")
+            graph = load_graph(args.model)
+        answer = max_fit(graph, budget, args.dim, lo=lo, hi=hi, arena=args.arena, **kwargs)
+        rows = memory_curve(graph, args.dim, curve_values, arena=args.arena, **kwargs)
+    except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
+        print(f"emel-fit: {e}", file=sys.stderr)
+        return 1
+    print(answer)
+    for value in sorted(answer.tried):
+        mark = "fits" if answer.tried[value] <= budget else "over"
+        print(f"  {args.dim}={value:<8} {format_bytes(answer.tried[value]):>12}  {mark}")
+    if rows:
+        print(f"curve ({args.strategy}):")
+        for row in rows:
+            print(f"  {args.dim}={row['value']:<8} {format_bytes(row['bytes']):>12}  "
+                  f"bound {format_bytes(row['lower_bound'])}")
+    if args.json:
+        doc = answer.to_dict()
+        doc["curve"] = rows
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write("\n")
+    return 0 if answer.value is not None else 1
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry()

@@ -1,0 +1,209 @@
+"""Plan.peak() / emel-plan --why, and memory_curve() / max_fit() / emel-fit."""
+
+import json
+import os
+
+import pytest
+
+import emel.memory as mm
+from emel.memory import cli, fit
+from emel.memory.fit import max_fit, memory_curve, parse_bytes
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
+
+
+def chain():
+    """x -> big -> small -> y, with a parameter: the peak is where big is made."""
+    g = mm.Graph(name="chain")
+    g.tensor("x", [25], role="input")                        # 100 B
+    g.tensor("w", [10], role="parameter", module="fc")       # 40 B
+    g.tensor("big", [250], module="fc")                      # 1000 B
+    g.tensor("small", [5], module="act")                     # 20 B
+    g.tensor("y", [5], role="output")                        # 20 B
+    g.node("fc", "linear", ["x", "w"], ["big"], module="fc")
+    g.node("act", "relu", ["big"], ["small"], module="act")
+    g.node("out", "copy", ["small"], ["y"])
+    return g
+
+
+def brute_peak(plan, arena=None):
+    """(step, live bytes) from the plan document alone: the first step of the maximum."""
+    doc = plan.to_dict()
+    live = [0] * plan.steps
+    for t in doc["tensors"].values():
+        if "view_of" in t or (arena is not None and t["arena"] != arena):
+            continue
+        for s in range(t["birth"], t["death"] + 1):
+            live[s] += t["size"]
+    best = max(live)
+    return live.index(best), best
+
+
+def test_peak_names_step_node_module_and_top_tensors():
+    plan = mm.plan(chain(), strategy="auto")
+    report = plan.peak(top=2)
+    assert (report.step, report.live_bytes) == brute_peak(plan)
+    assert (report.node, report.op, report.module) == ("fc", "linear", "fc")
+    assert [t.id for t in report.tensors] == ["big", "x"]
+    big = report.tensors[0]
+    assert (big.bytes, big.role, big.producer, big.module, big.category) == (
+        1000, "activation", "fc", "fc", "temporaries")
+    assert big.share == pytest.approx(1000 / report.live_bytes)
+    assert report.tensors[1].producer is None           # an input has no producer
+    assert sum(report.breakdown.values()) == report.live_bytes
+    assert report.breakdown["parameters"] == 40 and report.breakdown["inputs"] == 100
+    assert report.live_bytes <= report.planned_bytes == plan.total_bytes
+    text = str(report)
+    assert "step 0" in text and "big" in text and "in fc" in text
+    assert "<b>Peak</b>" in plan._repr_html_()
+    assert json.dumps(report.to_dict())                 # plain data
+
+
+def test_peak_of_one_arena_and_bad_arguments():
+    plan = mm.plan(chain())
+    report = plan.peak(arena="activations")
+    assert report.breakdown["parameters"] == 0
+    assert (report.step, report.live_bytes) == brute_peak(plan, "activations")
+    with pytest.raises(mm.PlanError, match="no such arena") as e:
+        plan.peak(arena="nope")
+    assert e.value.arena == "nope"
+    with pytest.raises(mm.PlanError, match="top"):
+        plan.peak(top=-1)
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED), reason="shared graphs not present")
+def test_peak_of_training_graph_splits_saved_activations_and_parameters():
+    plan = mm.plan(os.path.join(SHARED, "llama-tiny-training.json"), mode="backward",
+                   strategy="auto")
+    report = plan.peak(top=5)
+    assert (report.step, report.live_bytes) == brute_peak(plan)
+    assert report.phase == "backward"
+    assert report.breakdown["parameters"] > 0 and report.breakdown["saved_activations"] > 0
+    assert sum(report.breakdown.values()) == report.live_bytes
+    sizes = [t.bytes for t in report.tensors]
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) == 5
+
+
+def test_module_field_round_trips_and_is_checked():
+    g = chain()
+    doc = g.to_dict()
+    assert doc["tensors"][2]["module"] == "fc" and doc["nodes"][0]["module"] == "fc"
+    assert mm.load_graph(doc).to_dict() == doc
+    doc["tensors"][2]["module"] = 3
+    with pytest.raises(mm.PlanError, match="'module' must be a string") as e:
+        mm.load_graph(doc)
+    assert e.value.tensor == "big"
+
+
+def test_emel_plan_why(tmp_path, capsys):
+    path = tmp_path / "g.json"
+    path.write_text(chain().to_json())
+    assert cli.main([str(path), "--why", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "peak of chain" in out and "running: fc" in out and "top 1 live tensors" in out
+
+
+# -- what fits ----------------------------------------------------------------
+def symbolic_mlp(max_batch=64):
+    """An MLP with a symbolic batch: activations grow with it, parameters do not."""
+    b = {"sym": "batch", "min": 1, "max": max_batch}
+    g = mm.Graph(name="mlp")
+    g.tensor("x", [b, 64], role="input")
+    g.tensor("w1", [64, 256], role="parameter")
+    g.tensor("h", [b, 256])
+    g.tensor("w2", [256, 64], role="parameter")
+    g.tensor("y", [b, 64], role="output")
+    g.node("fc1", "matmul", ["x", "w1"], ["h"])
+    g.node("fc2", "matmul", ["h", "w2"], ["y"])
+    return g
+
+
+def test_memory_curve_plans_each_value():
+    rows = memory_curve(symbolic_mlp(), "batch", [1, 8, 100], strategy="auto")
+    assert [r["value"] for r in rows] == [1, 8, 100]       # 100: above the envelope, allowed
+    for r in rows:
+        direct = mm.plan(fit._at(symbolic_mlp().to_dict(), "batch", r["value"]), strategy="auto")
+        assert r["bytes"] == direct.total_bytes and r["lower_bound"] <= r["bytes"]
+    assert rows[0]["bytes"] < rows[1]["bytes"] < rows[2]["bytes"]
+
+
+def test_max_fit_is_proven_by_two_plans_and_matches_brute_force():
+    g = symbolic_mlp()
+    curve = {r["value"]: r["bytes"] for r in memory_curve(g, "batch", range(1, 65))}
+    budget = (curve[20] + curve[21]) // 2 + 1
+    answer = max_fit(g, budget, "batch")
+    assert answer.value == max(v for v, n in curve.items() if n <= budget)
+    assert answer.plan.total_bytes <= budget < answer.next_plan.total_bytes
+    assert answer.next_value == answer.value + 1
+    assert len(answer.tried) < 12                            # bisection, not a scan
+    assert "largest batch that fits" in str(answer)
+    everything = max_fit(g, "1GiB", "batch")
+    assert (everything.value, everything.next_value) == (64, None)
+    nothing = max_fit(g, 10, "batch")
+    assert nothing.value is None and nothing.next_value == 1 and nothing.next_bytes > 10
+
+
+def test_max_fit_does_not_assume_monotone_plans():
+    # A need that dips: value 6 needs less than value 5. Whatever the search
+    # visits, the answer's plan fits and the next value's plan does not.
+    need = {v: 1000 * v for v in range(1, 11)}
+    need[6] = 2500
+
+    def graph_at(value):
+        g = mm.Graph(name=f"dip-{value}")
+        g.tensor("x", [need[value]], "uint8", role="input")
+        g.tensor("y", [1], "uint8", role="output")
+        g.node("n", "op", ["x"], ["y"])
+        return g
+
+    answer = max_fit(graph_at, 4000, "n", lo=1, hi=10, alignment=1)
+    assert answer.bytes <= 4000 < answer.next_bytes
+    assert answer.next_value == answer.value + 1
+    with pytest.raises(mm.PlanError, match="lo= and hi="):
+        max_fit(graph_at, 4000, "n")
+
+
+def test_fit_refuses_unknown_dims_and_budgets():
+    with pytest.raises(mm.PlanError, match="'seq' is not a symbolic dimension.*batch"):
+        max_fit(symbolic_mlp(), 10**6, "seq")
+    with pytest.raises(ValueError, match="24GiB"):
+        parse_bytes("lots")
+    assert parse_bytes("24GiB") == 24 * 2**30 and parse_bytes("1.5 GB") == 1_500_000_000
+    assert parse_bytes(4096) == 4096
+
+
+def test_emel_fit_json_graph(tmp_path, capsys):
+    path = tmp_path / "mlp.json"
+    path.write_text(symbolic_mlp().to_json())
+    out_json = tmp_path / "fit.json"
+    assert fit.main([str(path), "--budget", "200KiB", "--dim", "batch", "--curve", "1,64",
+                     "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out_json.read_text())
+    assert f"largest batch that fits in 200.0 KiB = 204,800 B: {doc['value']}" in out
+    assert doc["bytes"] <= 200 * 1024 < doc["next_bytes"]
+    assert [r["value"] for r in doc["curve"]] == [1, 64]
+    assert fit.main([str(path), "--budget", "10", "--dim", "batch"]) == 1
+    assert "nothing fits" in capsys.readouterr().out
+    assert fit.main([str(path), "--budget", "1MiB", "--dim", "seq"]) == 1
+    assert "not a symbolic dimension" in capsys.readouterr().err
+
+
+def test_emel_fit_onnx_batch(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.zeros((64, 128), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 128])], [w])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    budget = 64 * 1024
+    assert fit.main([str(path), "--budget", str(budget), "--dim", "batch", "--max", "512"]) == 0
+    out = capsys.readouterr().out
+    value = int(out.split(": ")[1].split(" ")[0])
+    make = fit.onnx_at(str(path), "batch")
+    assert mm.plan(make(value), strategy="auto").total_bytes <= budget
+    assert mm.plan(make(value + 1), strategy="auto").total_bytes > budget
