@@ -78,7 +78,7 @@ def lower_bound(lower, upper, size) -> int:
 
 @dataclass
 class Check:
-    valid: bool
+    valid: bool                                  # no overlap, no negative offset, reported size covers
     max_end: int                                 # highest offset + size (0 without bytes)
     overlaps: list = field(default_factory=list)  # (row, row) pairs live together with shared bytes
     negative: list = field(default_factory=list)  # rows with offset < 0
