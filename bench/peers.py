@@ -341,9 +341,14 @@ def minimalloc_contender(binary: str, args) -> Contender:
             return None, None, "killed", {"why": f"no exit within {timeout + 30:g} s"}
         err = proc.stderr.strip().splitlines()
         info = {"returncode": proc.returncode, "stderr": err[-3:]}
+        elapsed = [float(x.split()[2].rstrip("s")) for x in err if x.startswith("Elapsed time ")]
+        if elapsed:
+            info["solver_seconds"] = elapsed[-1]
         if proc.returncode != 0 or not out.exists():
             text = " ".join(err)
-            status = ("timeout" if "DEADLINE_EXCEEDED" in text else
+            # --minimize_capacity answers NOT_FOUND when its search ran out of time before any answer.
+            ran_out = bool(elapsed) and elapsed[-1] >= timeout
+            status = ("timeout" if "DEADLINE_EXCEEDED" in text or ("NOT_FOUND" in text and ran_out) else
                       "not_found" if "NOT_FOUND" in text else
                       "out_of_memory" if "bad_alloc" in text else
                       f"signal {-proc.returncode}" if proc.returncode < 0 else "error")
