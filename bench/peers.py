@@ -532,6 +532,9 @@ def main(argv=None):
         else:
             missing["minimalloc"] = "no binary (--minimalloc, $EMEL_MINIMALLOC or PATH)"
 
+    load_start = os.getloadavg()
+    print(f"load average {load_start[0]:.2f} on {os.cpu_count()} CPUs; contenders: "
+          + ", ".join(c.name for c in contenders), flush=True)
     all_rows, verdicts = [], []
     for idx, inst in enumerate(instances):
         print(f"== {inst.label}: {len(inst.size):,} buffers, lower bound {inst.bound:,}"
@@ -569,13 +572,16 @@ def main(argv=None):
     invalid = [f"{r['group']}/{r['instance']} {r['contender']}" for r in all_rows if r["valid"] is False]
     if invalid:
         print("\nINVALID answers: " + "; ".join(invalid))
-    print("\nmissing peers: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) if missing else "none"))
+    load_end = os.getloadavg()
+    print(f"\nload average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end "
+          f"({os.cpu_count()} CPUs): wall times are only comparable within one run")
+    print("missing peers: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) if missing else "none"))
     write_json("peers", {
         "settings": {"repeats": args.repeats, "budget_ms": args.budget_ms,
                      "challenging_budget_ms": args.challenging_budget_ms,
                      "minimalloc_timeout_s": args.mm_timeout_s, "omnimalloc_timeout_s": args.om_timeout_s,
                      "optimal_max_buffers": args.optimal_max_buffers, "seed": args.seed,
-                     "synthetic_sizes": sizes, "omnimalloc": locals().get("om_version"),
+                     "synthetic_sizes": sizes, "load_average": [load_start[0], load_end[0]], "omnimalloc": locals().get("om_version"),
                      "minimalloc": None if "minimalloc" in missing else find_minimalloc(args.minimalloc)},
         "missing": missing,
         "instances": [{"group": i.group, "name": i.name, "buffers": len(i.size), "bound": i.bound,
