@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
-import math
 import os
 import resource
 import shutil
