@@ -1,0 +1,101 @@
+"""bench/peers.py's placement checker and lower bound, and bench/synthetic_traces.py's generators.
+
+Needs neither OmniMalloc nor MiniMalloc (the bench imports them only when it runs them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import peers  # noqa: E402
+import synthetic_traces  # noqa: E402
+
+# Five buffers: rows 1 and 3 are live together over [4, 6) and share bytes [150, 200).
+LOWER = np.array([0, 2, 5, 4, 6])
+UPPER = np.array([5, 8, 6, 9, 7])
+SIZE = np.array([100, 100, 50, 100, 0])
+GOOD = np.array([0, 100, 0, 200, 100])      # row 2 reuses row 0's bytes at t=5 (half-open)
+BAD = np.array([0, 100, 0, 150, 100])       # row 3 moved down onto row 1
+
+
+def test_good_placement_passes():
+    chk = peers.check_placement(LOWER, UPPER, SIZE, GOOD)
+    assert chk.valid and chk.overlaps == [] and chk.problems == []
+    assert chk.max_end == 300
+    assert peers.overlapping_pairs_bruteforce(LOWER, UPPER, SIZE, GOOD) == []
+
+
+def test_bad_placement_names_the_pair():
+    chk = peers.check_placement(LOWER, UPPER, SIZE, BAD)
+    assert not chk.valid
+    assert chk.overlaps == [(1, 3)]
+    assert peers.overlapping_pairs_bruteforce(LOWER, UPPER, SIZE, BAD) == [(1, 3)]
+
+
+def test_overlap_with_a_row_that_is_not_the_nearest_below():
+    # Row 0 spans [0, 1000); rows 1 and 2 sit inside it: both overlap row 0, not each other.
+    lower, upper, size = np.array([0, 1, 2]), np.array([10, 10, 10]), np.array([1000, 10, 10])
+    chk = peers.check_placement(lower, upper, size, np.array([0, 500, 600]))
+    assert chk.overlaps == [(0, 1), (0, 2)]
+
+
+def test_zero_bytes_never_live_negative_capacity_and_reported_size():
+    lower, upper, size = np.array([0, 0, 3]), np.array([5, 5, 3]), np.array([10, 0, 10])
+    # A zero-byte row and a never-live row may sit anywhere.
+    assert peers.check_placement(lower, upper, size, np.array([0, 5, 0])).valid
+    neg = peers.check_placement(lower, upper, size, np.array([-4, 0, 0]))
+    assert not neg.valid and neg.negative == [0]
+    over = peers.check_placement(lower, upper, size, np.array([0, 0, 0]), capacity=5)
+    assert over.valid and over.over_capacity and over.max_end == 10
+    short = peers.check_placement(lower, upper, size, np.array([0, 0, 0]), reported_size=8)
+    assert not short.valid
+
+
+def test_checker_agrees_with_all_pairs_on_random_placements():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        lower = rng.integers(0, 10, n)
+        upper = lower + rng.integers(0, 5, n)
+        size = rng.integers(0, 5, n)
+        offsets = rng.integers(0, 12, n)
+        chk = peers.check_placement(lower, upper, size, offsets)
+        pairs = peers.overlapping_pairs_bruteforce(lower, upper, size, offsets)
+        assert chk.valid == (not pairs)
+        assert set(chk.overlaps) <= set(pairs)
+
+
+def test_lower_bound_half_open():
+    # [0,5) and [5,9) never live together; the [3,3) row is never live.
+    assert peers.lower_bound([0, 5, 3], [5, 9, 3], [10, 20, 100]) == 20
+    assert peers.lower_bound([0, 4], [5, 9], [10, 20]) == 30
+    assert peers.lower_bound([], [], []) == 0
+
+
+@pytest.mark.parametrize("family", synthetic_traces.FAMILIES)
+def test_synthetic_traces_deterministic(family):
+    a = synthetic_traces.generate(family, 5000, seed=3)
+    b = synthetic_traces.generate(family, 5000, seed=3)
+    c = synthetic_traces.generate(family, 5000, seed=4)
+    for x, y in zip(a, b):
+        assert x.dtype == np.int64 and np.array_equal(x, y)
+    assert any(not np.array_equal(x, y) for x, y in zip(a, c))
+    lower, upper, size = a
+    assert len(lower) == len(upper) == len(size) == 5000
+    assert (lower < upper).all() and (size >= 1).all() and (lower >= 0).all()
+    assert [len(x) for x in synthetic_traces.generate(family, 37, seed=0)] == [37] * 3
+
+
+def test_emel_answer_checks_out():
+    mm = pytest.importorskip("emel.memory")
+    lower, upper, size = synthetic_traces.generate("transformer", 2000, seed=1)
+    p = mm.place(lower, upper, size, strategy="greedy_by_size")
+    chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
+    assert chk.valid and chk.max_end == p.size
+    assert peers.lower_bound(lower, upper, size) == p.lower_bound
