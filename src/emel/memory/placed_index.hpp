@@ -12,10 +12,13 @@
 
 namespace emel::memory {
 
-// Buffers sorted by `lower`, and a max-tree over that order holding each
-// placed buffer's `upper` (0 when not placed). A query visits only subtrees
-// that can hold a conflict, so it costs O((k + 1) log n) for k reported
-// buffers; an insert costs O(log n).
+// Placed buffers by interval. Buffers are sorted by `lower`. Short ones
+// (lifetime at most `short_limit_`, the 90th percentile) are found by a
+// linear scan of the sorted arrays: any conflict with [lo, hi) has its
+// `lower` in (lo - short_limit_, hi), a contiguous, cache-friendly range.
+// Long ones sit in a max-tree over the same order holding each placed long
+// buffer's `upper` (0 when not placed); a query visits only subtrees that can
+// hold a conflict, O((k + 1) log n) for k reported. An insert costs O(log n).
 class PlacedIndex {
   public:
     explicit PlacedIndex(const Buffers& b) : b_(b) {
@@ -25,21 +28,47 @@ class PlacedIndex {
         std::sort(by_lower_.begin(), by_lower_.end(),
                   [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
         position_.resize(n);
-        for (size_t k = 0; k < n; ++k) position_[by_lower_[k]] = static_cast<uint32_t>(k);
+        lower_.resize(n);
+        for (size_t k = 0; k < n; ++k) {
+            position_[by_lower_[k]] = static_cast<uint32_t>(k);
+            lower_[k] = b.lower[by_lower_[k]];
+        }
+        placed_upper_.assign(n, 0);
+        if (n > 0) {
+            std::vector<uint64_t> length(n);
+            for (size_t x = 0; x < n; ++x) length[x] = b.upper[x] - b.lower[x];
+            auto at = length.begin() + static_cast<std::ptrdiff_t>(n - 1 - (n - 1) / 10);
+            std::nth_element(length.begin(), at, length.end());
+            short_limit_ = *at;
+        }
         leaves_ = 1;
         while (leaves_ < n) leaves_ <<= 1;
         max_upper_.assign(2 * leaves_, 0);
     }
 
-    void insert(uint32_t x) { set(x, b_.upper[x]); }
+    void insert(uint32_t x) {
+        const uint32_t k = position_[x];
+        placed_upper_[k] = b_.upper[x];
+        if (b_.upper[x] - b_.lower[x] <= short_limit_) return;
+        size_t node = leaves_ + k;
+        max_upper_[node] = b_.upper[x];
+        for (node >>= 1; node >= 1; node >>= 1)
+            max_upper_[node] = std::max(max_upper_[2 * node], max_upper_[2 * node + 1]);
+    }
 
     // Appends every placed buffer with lower < hi and upper > lo.
     void collect(uint64_t lo, uint64_t hi, std::vector<uint32_t>& out) const {
-        // Buffers at sorted positions [0, end) have lower < hi.
-        const size_t end = std::lower_bound(by_lower_.begin(), by_lower_.end(), hi,
-                                            [&](uint32_t x, uint64_t v) { return b_.lower[x] < v; }) -
-                           by_lower_.begin();
+        // Sorted positions [0, end) have lower < hi.
+        const size_t end = std::lower_bound(lower_.begin(), lower_.end(), hi) - lower_.begin();
         if (end == 0) return;
+        // Short buffers: lower > lo - short_limit_.
+        const uint64_t from_lower = lo >= short_limit_ ? lo - short_limit_ + 1 : 0;
+        const size_t from = std::lower_bound(lower_.begin(), lower_.begin() + end, from_lower) - lower_.begin();
+        for (size_t k = from; k < end; ++k) {
+            const uint64_t up = placed_upper_[k];
+            if (up > lo && up - lower_[k] <= short_limit_) out.push_back(by_lower_[k]);
+        }
+        // Long buffers: the tree.
         stack_.clear();
         stack_.push_back({1, 0, leaves_});
         while (!stack_.empty()) {
@@ -57,17 +86,13 @@ class PlacedIndex {
     }
 
   private:
-    void set(uint32_t x, uint64_t value) {
-        size_t node = leaves_ + position_[x];
-        max_upper_[node] = value;
-        for (node >>= 1; node >= 1; node >>= 1)
-            max_upper_[node] = std::max(max_upper_[2 * node], max_upper_[2 * node + 1]);
-    }
-
     struct Frame { size_t node, from, to; };
     const Buffers& b_;
     std::vector<uint32_t> by_lower_;
     std::vector<uint32_t> position_;
+    std::vector<uint64_t> lower_;         // by sorted position
+    std::vector<uint64_t> placed_upper_;  // by sorted position; 0 when not placed
+    uint64_t short_limit_ = 0;
     size_t leaves_;
     std::vector<uint64_t> max_upper_;
     mutable std::vector<Frame> stack_;
