@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Iterable
 
-from .errors import PlanError, U64_MAX, check_u64, is_int
+from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
 from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                      parse_symbolic_dim)
 
@@ -34,7 +34,7 @@ def _where(kind: str, index: int, ident: Any) -> str:
 
 
 def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
-    if type(value) is not list or any(type(x) is not str for x in value):
+    if type(value) is not list or not all(type(x) is str and is_text(x) for x in value):
         raise _invalid(f"{what} must be a list of id strings, got {value!r}",
                        tensor=tensor, node=node)
     return list(value)
@@ -46,8 +46,8 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         raise _invalid(f"tensor #{index} must be an object, got {type(raw).__name__}")
     get = raw.get  # a null value counts as absent
     tid = get("id")
-    if not isinstance(tid, str) or not tid:
-        raise _invalid(f"tensor #{index}: 'id' must be a non-empty string, got {tid!r}")
+    if not is_text(tid) or not tid:
+        raise _invalid(f"tensor #{index}: 'id' must be a non-empty UTF-8 string, got {tid!r}")
     where = f"tensor {tid!r}"
     shape = get("shape")
     if not isinstance(shape, list):
@@ -60,8 +60,8 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         else:
             check_u64(dim, f"{where}: dimension", tid)
     dtype = get("dtype")
-    if not isinstance(dtype, str) or not dtype:
-        raise _invalid(f"{where}: 'dtype' must be a non-empty string, got {dtype!r}", tensor=tid)
+    if not is_text(dtype) or not dtype:
+        raise _invalid(f"{where}: 'dtype' must be a non-empty UTF-8 string, got {dtype!r}", tensor=tid)
     role = get("role")
     if role not in ROLES:
         raise _invalid(f"{where}: 'role' must be one of {', '.join(ROLES)}; got {role!r}",
@@ -73,8 +73,9 @@ def normalize_tensor(raw: Any, index: int) -> dict:
     if get("nbytes") is not None:
         entry["nbytes"] = check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
     if get("arena") is not None:
-        if not isinstance(get("arena"), str) or not get("arena"):
-            raise _invalid(f"{where}: 'arena' must be a non-empty string", tensor=tid)
+        if not is_text(get("arena")) or not get("arena"):
+            raise _invalid(f"{where}: 'arena' must be a non-empty UTF-8 string, got {get('arena')!r}",
+                           tensor=tid)
         entry["arena"] = get("arena")
     if get("alignment") is not None:
         align = get("alignment")
@@ -94,7 +95,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
                 entry[flag] = True
     if get("view_of") is not None:
         view = get("view_of")
-        if not isinstance(view, dict) or not isinstance(view.get("base"), str):
+        if not isinstance(view, dict) or not is_text(view.get("base")):
             raise _invalid(f"{where}: 'view_of' must be an object with a string 'base', got {view!r}",
                            tensor=tid)
         offset = view.get("byte_offset")
@@ -117,11 +118,11 @@ def normalize_node(raw: Any, index: int) -> dict:
     if not isinstance(raw, dict):
         raise _invalid(f"node #{index} must be an object, got {type(raw).__name__}")
     nid = raw.get("id")
-    if not isinstance(nid, str) or not nid:
-        raise _invalid(f"node #{index}: 'id' must be a non-empty string, got {nid!r}")
+    if not is_text(nid) or not nid:
+        raise _invalid(f"node #{index}: 'id' must be a non-empty UTF-8 string, got {nid!r}")
     op = raw.get("op")
-    if not isinstance(op, str):
-        raise _invalid(f"node {nid!r}: 'op' must be a string, got {op!r}", node=nid)
+    if not is_text(op):
+        raise _invalid(f"node {nid!r}: 'op' must be a UTF-8 string, got {op!r}", node=nid)
     entry = {"id": nid, "op": op}
     for key in ("inputs", "outputs"):
         value = raw.get(key)
@@ -200,8 +201,8 @@ class Graph:
             if not isinstance(doc.get(key), list):
                 raise _invalid(f"'{key}' must be a list, got {type(doc.get(key)).__name__}")
         for key in ("name", "source"):
-            if doc.get(key) is not None and not isinstance(doc[key], str):
-                raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
+            if doc.get(key) is not None and not is_text(doc[key]):
+                raise _invalid(f"'{key}' must be a UTF-8 string, got {doc[key]!r}")
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
         g._symbols = dict(symbols)
         g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
@@ -249,6 +250,8 @@ class Graph:
         """The graph as the C++ core's GraphInput (built anew: the graph may change)."""
         from . import _core
         core = _core.GraphInput()
+        if not is_text(self.name):  # set by hand after construction
+            raise _invalid(f"the graph's name must be a UTF-8 string, got {self.name!r}")
         core.name = self.name
         shapes = [_core_shape(t["shape"]) for t in self.tensors]
         if any(s is not t["shape"] for s, t in zip(shapes, self.tensors)):
@@ -455,8 +458,11 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
 
     from . import _core
 
-    def arr(values, dtype):
-        return np.ascontiguousarray(np.asarray([] if values is None else values), dtype=dtype)
+    n_tensors = len(sizes) if hasattr(sizes, "__len__") else 0
+    width = len(str(max(n_tensors - 1, 0)))
+
+    def arr(values, dtype, what, lo=0, hi=None, per_tensor=False, flags=False):
+        return _exact_ints(values, dtype, what, lo, hi, width if per_tensor else None, flags)
 
     if roles is not None:
         roles = np.asarray(roles)
@@ -466,14 +472,38 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
                 roles = np.array([lookup[str(r)] for r in roles.tolist()], dtype=np.uint8)
             except KeyError as e:
                 raise _invalid(f"unknown role {e.args[0]!r} (expected one of {', '.join(ROLES)})") from None
+    pairs = {}
+    for what, pair in (("node_inputs", node_inputs), ("node_outputs", node_outputs)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise _invalid(f"{what} must be a pair (indptr, indices)")
+        pairs[what] = pair
     arrays = {
-        "size": arr(sizes, np.uint64),
-        "in_start": arr(node_inputs[0], np.uint64), "in_index": arr(node_inputs[1], np.uint64),
-        "out_start": arr(node_outputs[0], np.uint64), "out_index": arr(node_outputs[1], np.uint64),
-        "role": arr(roles, np.uint8), "can_inplace": arr(can_inplace, np.uint8),
-        "alignment": arr(alignment, np.uint64), "view_base": arr(view_of, np.int64),
-        "view_offset": arr(view_offset, np.uint64), "outputs": arr(outputs, np.uint64),
+        "size": arr(sizes, np.uint64, "sizes", per_tensor=True),
+        "in_start": arr(pairs["node_inputs"][0], np.uint64, "node_inputs indptr"),
+        "in_index": arr(pairs["node_inputs"][1], np.uint64, "node_inputs indices"),
+        "out_start": arr(pairs["node_outputs"][0], np.uint64, "node_outputs indptr"),
+        "out_index": arr(pairs["node_outputs"][1], np.uint64, "node_outputs indices"),
+        "role": arr(roles, np.uint8, "roles", hi=len(ROLES) - 1, per_tensor=True),
+        "can_inplace": arr(can_inplace, np.uint8, "can_inplace", hi=1, per_tensor=True, flags=True),
+        "alignment": arr(alignment, np.uint64, "alignment", per_tensor=True),
+        "view_base": arr(view_of, np.int64, "view_of", lo=-1, per_tensor=True),
+        "view_offset": arr(view_offset, np.uint64, "view_offset", per_tensor=True),
+        "outputs": arr(outputs, np.uint64, "outputs"),
     }
+    for key in ("in", "out"):  # the core's own checks of the CSR shape, as PlanError
+        start, index = arrays[f"{key}_start"], arrays[f"{key}_index"]
+        if len(start) != len(arrays["in_start"]) or len(start) == 0:
+            raise _invalid("node_inputs and node_outputs need one indptr of num_nodes + 1 entries each, "
+                           f"got {len(arrays['in_start'])} and {len(arrays['out_start'])}")
+        if np.any(start[1:] < start[:-1]):
+            j = int(np.argmax(start[1:] < start[:-1]))
+            raise _invalid(f"node_{key}puts indptr decreases at node {j}", node=f"n{j}")
+        if int(start[-1]) > len(index):
+            raise _invalid(f"node_{key}puts indptr ends at {int(start[-1])}, past its {len(index)} indices")
+    for key in ("role", "can_inplace", "alignment", "view_base", "view_offset"):
+        if len(arrays[key]) not in (0, len(arrays["size"])):
+            raise _invalid(f"{key}: one entry per tensor expected, got {len(arrays[key])} "
+                           f"for {len(arrays['size'])} tensors")
     core = _core.GraphInput.from_arrays(
         arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
         arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
@@ -482,3 +512,49 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
 
 
 Graph.from_arrays = classmethod(_from_arrays)
+
+
+def _int_list_array(values):
+    """np.asarray(values), but a list of Python ints that NumPy would make
+    float64 (one of them >= 2^63 beside a small one) stays exact, as objects."""
+    import numpy as np
+
+    values = [] if values is None else values
+    a = np.asarray(values)
+    if a.dtype.kind == "f" and a.ndim == 1 and not isinstance(values, np.ndarray) \
+            and all(is_int(v) for v in values):
+        a = np.array(list(values), dtype=object)
+    return a
+
+
+def _exact_ints(values, dtype, what, lo, hi, width, flags):
+    """``values`` as a contiguous array of ``dtype``, refusing whatever that
+    would change (4.9 -> 4, 258 -> 2 as uint8, 0.5 -> 0): each value must be an
+    integer in [lo, hi] (hi: the dtype's max by default). ``flags`` also takes
+    bools. ``width``: name per-tensor offenders by id (None: by position)."""
+    import numpy as np
+
+    a = _int_list_array(values)
+    if a.ndim != 1:
+        raise _invalid(f"{what} must be a 1-D array, got shape {a.shape}")
+    if a.size == 0:
+        return np.zeros(0, dtype=dtype)
+    hi = int(np.iinfo(dtype).max) if hi is None else hi
+    kind = a.dtype.kind
+    if kind == "b" and flags:
+        return np.ascontiguousarray(a, dtype=dtype)
+    if kind in "iu":
+        bad = (a < lo) | (a > hi) if kind == "i" or lo > 0 else a > hi
+    elif kind == "f":  # integral floats in range are exact; hi + 1 is a power of two or small
+        bad = ~np.isfinite(a) | (a != np.floor(a)) | (a < lo) | (a >= float(hi + 1))
+    elif kind == "O":
+        bad = np.array([not (is_int(v) and lo <= v <= hi) for v in a.tolist()])
+    else:
+        bad = np.ones(a.shape, dtype=bool)
+    if bad.any():
+        i = int(np.argmax(bad))
+        tid = None if width is None else f"t{i:0{width}d}"
+        where = f"{what}[{i}]" + (f" (tensor {tid})" if tid else "")
+        raise _invalid(f"{where} = {a[i].item() if kind != 'O' else a[i]!r} is not an integer in [{lo}, {hi}]"
+                       + (" (nor a bool)" if flags else ""), tensor=tid)
+    return np.ascontiguousarray(a.astype(object).astype(dtype) if kind == "O" else a, dtype=dtype)

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import PlanError, U64_MAX
+from .errors import PlanError, U64_MAX, is_int
+from .graph import _int_list_array
 from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy
 
 
@@ -32,7 +33,13 @@ class Placement:
 
 
 def _as_u64(values: Any, what: str) -> np.ndarray:
-    arr = np.asarray(values)
+    arr = _int_list_array(values)  # Python ints up to 2^64-1 stay exact
+    if arr.dtype.kind == "O":
+        bad = [i for i, v in enumerate(arr.tolist()) if not is_int(v) or not 0 <= v <= U64_MAX]
+        if bad:
+            raise PlanError("INVALID_IR_SHAPES", f"{what}[{bad[0]}] = {arr[bad[0]]!r} is not an integer "
+                                                 f"in [0, 2^64)", tensor=str(bad[0]))
+        arr = arr.astype(np.uint64)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D array, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _core
 from .determinism import check_determinism_args
-from .errors import PlanError, U64_MAX, is_int
+from .errors import PlanError, U64_MAX, is_int, is_text
 from .graph import ROLES, Graph, load_graph
 from .shapes import resolve
 from .sharding import shard_graph
@@ -74,8 +74,8 @@ def check_arena_config(arenas: Any) -> dict:
     if not isinstance(arenas, Mapping):
         raise PlanError("INVALID_IR_SHAPES", f"arenas must map arena names to configs, got {arenas!r}")
     for name in arenas:
-        if not isinstance(name, str) or not name:
-            raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty strings, got {name!r}")
+        if not is_text(name) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty UTF-8 strings, got {name!r}")
     out = {}
     for name in sorted(arenas):
         cfg = arenas[name] if arenas[name] is not None else {}
@@ -123,9 +123,9 @@ def check_role_arenas(role_arenas: Any) -> dict:
         if role not in ROLES:
             raise PlanError("INVALID_IR_SHAPES", f"role_arenas: unknown role {role!r} (expected one of "
                                                  f"{', '.join(ROLES)})")
-        if not isinstance(name, str) or not name:
-            raise PlanError("INVALID_IR_SHAPES", f"role_arenas[{role!r}] must be a non-empty arena name, "
-                                                 f"got {name!r}", arena=name if isinstance(name, str) else None)
+        if not is_text(name) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"role_arenas[{role!r}] must be a non-empty UTF-8 arena "
+                                                 f"name, got {name!r}", arena=name if is_text(name) else None)
         out[ROLES.index(role)] = name
     return out
 
