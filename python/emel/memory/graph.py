@@ -504,10 +504,17 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
         if len(arrays[key]) not in (0, len(arrays["size"])):
             raise _invalid(f"{key}: one entry per tensor expected, got {len(arrays[key])} "
                            f"for {len(arrays['size'])} tensors")
-    core = _core.GraphInput.from_arrays(
-        arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
-        arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
-        arrays["view_base"], arrays["view_offset"], arrays["outputs"], name)
+    if not is_text(name):
+        raise _invalid(f"the graph's name must be a UTF-8 string, got {name!r}")
+    try:
+        core = _core.GraphInput.from_arrays(
+            arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
+            arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
+            arrays["view_base"], arrays["view_offset"], arrays["outputs"], name)
+    except MemoryError:  # std::bad_alloc: the host's memory
+        raise PlanError("ALLOCATION_FAILED", f"the host ran out of memory reading graph {name or '(unnamed)'}: "
+                                             f"{len(arrays['size'])} tensors, {len(arrays['in_start']) - 1} "
+                                             f"nodes (std::bad_alloc)") from None
     return ArrayGraph(core, arrays, name)
 
 

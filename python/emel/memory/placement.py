@@ -86,6 +86,14 @@ def read_buffers_csv(path: str | os.PathLike):
     :func:`place` takes; a planner lifetime ``[birth, death]`` (inclusive) is
     ``[birth, death + 1)``.
     """
+    try:
+        return _read_buffers_csv(path)
+    except UnicodeDecodeError as e:
+        raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}: not UTF-8 text ({e.reason} at "
+                                             f"byte {e.start})") from None
+
+
+def _read_buffers_csv(path):
     ids, cols = [], ([], [], [])
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
@@ -105,6 +113,10 @@ def read_buffers_csv(path: str | os.PathLike):
                 raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}:{line}: lower, upper and size "
                                                      f"must be integers, got {row[1:4]}",
                                 tensor=row[0]) from None
+            for name, v in zip(("lower", "upper", "size"), values):
+                if v > 2**63 - 1:  # the arrays are int64
+                    raise PlanError("ALLOCATION_OVERFLOW", f"{os.fspath(path)}:{line}: {name} = {v} "
+                                                           f"does not fit in 63 bits", tensor=row[0])
             if min(values) < 0 or values[0] > values[1]:
                 raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}:{line}: need "
                                                      f"0 <= lower <= upper and size >= 0, got {row[1:4]}",

@@ -201,6 +201,9 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
                                   {}, {}, a.name);
             }
             advise_huge_pages(p, a.size);
+            // Zero-filled, padding included: heap bytes left by earlier owners
+            // would reach buffer() and the data digest of commit().
+            std::memset(p, 0, static_cast<size_t>(a.size));
             b.base = static_cast<uint8_t*>(p);
             b.owned = true;
         }
@@ -217,15 +220,8 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
     refresh_ledger();
     ledger_.peak_bytes = std::max(ledger_.peak_bytes, old_bytes + ledger_.bytes_allocated);
 
-    // 5. Zero. Outside standard mode the whole buffer, padding included.
-    if (zero_tensors) {
-        if (options_.execution_mode != ExecutionMode::Standard) {
-            for (auto& b : memory_->arenas)
-                if (b.owned) std::memset(b.base, 0, b.size);
-        } else {
-            zero_all();
-        }
-    }
+    // 5. Zero (ZeroTensor_v1): already done, as step 3 zero-fills every new
+    // buffer whole, whatever zero_tensors says.
     history_.push_back(ledger_);
 }
 
