@@ -551,7 +551,7 @@ def _exact_ints(values, dtype, what, lo, hi, width, flags):
     if kind == "b" and flags:
         return np.ascontiguousarray(a, dtype=dtype)
     if kind in "iu":
-        bad = (a < lo) | (a > hi) if kind == "i" or lo > 0 else a > hi
+        bad = (a < lo) | (a > hi)
     elif kind == "f":  # integral floats in range are exact; hi + 1 is a power of two or small
         bad = ~np.isfinite(a) | (a != np.floor(a)) | (a < lo) | (a >= float(hi + 1))
     elif kind == "O":
