@@ -8,6 +8,8 @@ planned or on :meth:`Graph.validate`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 from typing import Any, Iterable
@@ -40,8 +42,44 @@ def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
     return list(value)
 
 
-def normalize_tensor(raw: Any, index: int) -> dict:
-    """Phase A for one tensor entry; returns the entry with defaults dropped."""
+_PLAIN_TENSOR = ("id", "shape", "dtype", "role")
+_PLAIN_NODE = ("id", "op", "inputs", "outputs")
+_INT, _STR = {int}, {str}
+
+
+def _plain_tensor(raw: Any) -> bool:
+    """The common entry, checked fast: exactly id, shape, dtype, role with
+    ASCII strings and integer dims (anything else takes the full check)."""
+    if type(raw) is not dict or tuple(raw) != _PLAIN_TENSOR:
+        return False
+    tid, shape, dtype = raw["id"], raw["shape"], raw["dtype"]
+    return (type(tid) is str and tid != "" and tid.isascii() and type(dtype) is str and dtype != ""
+            and dtype.isascii() and raw["role"] in ROLES and type(shape) is list
+            and (not shape or (set(map(type, shape)) == _INT and min(shape) >= 0 and max(shape) <= U64_MAX)))
+
+
+def _plain_node(raw: Any) -> bool:
+    """Exactly id, op, inputs, outputs with ASCII strings (else the full check)."""
+    if type(raw) is not dict or tuple(raw) != _PLAIN_NODE:
+        return False
+    nid, op, ins, outs = raw["id"], raw["op"], raw["inputs"], raw["outputs"]
+    if not (type(nid) is str and nid != "" and nid.isascii() and type(op) is str and op.isascii()
+            and type(ins) is list and type(outs) is list):
+        return False
+    try:  # join takes only str (subclasses too: the full check refuses those)
+        return ("".join(ins).isascii() and "".join(outs).isascii()
+                and set(map(type, ins)) <= _STR and set(map(type, outs)) <= _STR)
+    except TypeError:
+        return False
+
+
+def normalize_tensor(raw: Any, index: int, owned: bool = False) -> dict:
+    """Phase A for one tensor entry; returns the entry with defaults dropped.
+    ``owned``: ``raw`` belongs to the reader (parsed JSON) and may be kept."""
+    if _plain_tensor(raw):
+        if owned:
+            return raw
+        return {"id": raw["id"], "shape": raw["shape"].copy(), "dtype": raw["dtype"], "role": raw["role"]}
     if not isinstance(raw, dict):
         raise _invalid(f"tensor #{index} must be an object, got {type(raw).__name__}")
     get = raw.get  # a null value counts as absent
@@ -113,8 +151,13 @@ def _copy_dim(dim: Any) -> Any:
     return {k: v for k, v in dim.items() if v is not None} if is_symbolic(dim) else dim
 
 
-def normalize_node(raw: Any, index: int) -> dict:
-    """Phase A for one node entry."""
+def normalize_node(raw: Any, index: int, owned: bool = False) -> dict:
+    """Phase A for one node entry (``owned``: as for normalize_tensor)."""
+    if _plain_node(raw):
+        if owned:
+            return raw
+        return {"id": raw["id"], "op": raw["op"], "inputs": raw["inputs"].copy(),
+                "outputs": raw["outputs"].copy()}
     if not isinstance(raw, dict):
         raise _invalid(f"node #{index} must be an object, got {type(raw).__name__}")
     nid = raw.get("id")
@@ -192,6 +235,12 @@ class Graph:
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
         """Read an `emel.graph/1` document (phase A checks)."""
+        with _gc_paused():
+            return cls._from_document(doc, owned=False)
+
+    @classmethod
+    def _from_document(cls, doc: Any, owned: bool) -> "Graph":
+        """from_dict; ``owned``: the document was parsed here, its entries may be kept."""
         symbols = document_envelope(doc)  # symbolic dims first, as in the reference
         if not isinstance(doc, dict):
             raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
@@ -205,8 +254,8 @@ class Graph:
                 raise _invalid(f"'{key}' must be a UTF-8 string, got {doc[key]!r}")
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
         g._symbols = dict(symbols)
-        g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
-        g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
+        g.tensors = [normalize_tensor(t, i, owned) for i, t in enumerate(doc["tensors"])]
+        g.nodes = [normalize_node(n, i, owned) for i, n in enumerate(doc["nodes"])]
         if doc.get("execution_order") is not None:
             g.execution_order = _check_id_list(doc["execution_order"], "'execution_order'")
         if doc.get("outputs") is not None:
@@ -343,12 +392,37 @@ def load_graph(source: Any) -> Graph:
         return source
     if isinstance(source, dict):
         return Graph.from_dict(source)
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return Graph.from_dict(_parse_json(source, "<string>"))
-    if isinstance(source, (str, bytes, os.PathLike)):
-        with open(source, "rb") as f:
-            return Graph.from_dict(_parse_json(f.read(), os.fsdecode(source)))
+    with _gc_paused():
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            return Graph._from_document(_parse_json(source, "<string>"), owned=True)
+        if isinstance(source, (str, bytes, os.PathLike)):
+            where = os.fsdecode(source)
+            with open(source, "rb") as f:
+                text = _decode(f.read(), where)  # the bytes go before parsing: less peak memory
+            return Graph._from_document(_parse_json(text, where), owned=True)
     raise TypeError(f"load_graph takes a path, a dict or a JSON string, not {type(source).__name__}")
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic garbage collection while a document's millions of containers
+    are made: each full pass walks them all (most of the time of a 10^6-tensor
+    load). Reading creates no cycles; the collector resumes after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _decode(data: bytes, where: str) -> str:
+    """JSON bytes as text, in the encoding json.loads would detect."""
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError as e:
+        raise _invalid(f"{where} is not UTF-8 text: {e}") from None
 
 
 def _parse_json(text: str | bytes, where: str) -> Any:
