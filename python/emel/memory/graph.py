@@ -595,13 +595,17 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
 Graph.from_arrays = classmethod(_from_arrays)
 
 
-def _int_list_array(values):
+def _int_list_array(values, what="values"):
     """np.asarray(values), but a list of Python ints that NumPy would make
-    float64 (one of them >= 2^63 beside a small one) stays exact, as objects."""
+    float64 (one of them >= 2^63 beside a small one) stays exact, as objects.
+    What NumPy cannot make an array of (ragged lists) is INVALID_IR_SHAPES."""
     import numpy as np
 
     values = [] if values is None else values
-    a = np.asarray(values)
+    try:
+        a = np.asarray(values)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise _invalid(f"{what} must be a 1-D array of integers: {e}") from None
     if a.dtype.kind == "f" and a.ndim == 1 and not isinstance(values, np.ndarray) \
             and all(is_int(v) for v in values):
         a = np.array(list(values), dtype=object)
@@ -615,7 +619,7 @@ def _exact_ints(values, dtype, what, lo, hi, width, flags):
     bools. ``width``: name per-tensor offenders by id (None: by position)."""
     import numpy as np
 
-    a = _int_list_array(values)
+    a = _int_list_array(values, what)
     if a.ndim != 1:
         raise _invalid(f"{what} must be a 1-D array, got shape {a.shape}")
     if a.size == 0:

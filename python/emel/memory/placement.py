@@ -33,8 +33,8 @@ class Placement:
 
 
 def _as_u64(values: Any, what: str) -> np.ndarray:
-    arr = _int_list_array(values)  # Python ints up to 2^64-1 stay exact
-    if arr.dtype.kind == "O":
+    arr = _int_list_array(values, what)  # Python ints up to 2^64-1 stay exact
+    if arr.dtype.kind == "O" and arr.ndim == 1:
         bad = [i for i, v in enumerate(arr.tolist()) if not is_int(v) or not 0 <= v <= U64_MAX]
         if bad:
             raise PlanError("INVALID_IR_SHAPES", f"{what}[{bad[0]}] = {arr[bad[0]]!r} is not an integer "
