@@ -539,7 +539,7 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
         return _exact_ints(values, dtype, what, lo, hi, width if per_tensor else None, flags)
 
     if roles is not None:
-        roles = np.asarray(roles)
+        roles = _int_list_array(roles, "roles")  # ragged input is refused here
         if roles.dtype.kind in "US":
             lookup = {r: i for i, r in enumerate(ROLES)}
             try:
