@@ -402,3 +402,30 @@ def test_out_of_host_memory_is_allocation_failed(headroom_mib):
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("ALLOCATION_FAILED") and "1000000 tensors" in r.stdout
+
+
+# ---------------------------------------------------------------- found by fuzz/run.py
+
+def test_reference_refuses_lone_surrogates_like_the_core():
+    from emel.memory import reference
+    g = mm.Graph()
+    g.tensor("a", [4])
+    g.node("n", "op", outputs=["a"])
+    doc = g.to_dict()
+    doc["nodes"][0]["op"] = SURROGATE
+    for planner in (mm.plan, reference.plan):
+        with pytest.raises(mm.PlanError) as e:
+            planner(doc)
+        assert _code(e) == "INVALID_IR_SHAPES" and "'op'" in str(e.value).replace("op must", "'op' must")
+
+
+def test_place_refuses_none_for_an_array():
+    with pytest.raises(ValueError) as e:
+        mm.place([], None, [])
+    assert "upper" in str(e.value)
+
+
+def test_from_arrays_ragged_roles():
+    with pytest.raises(mm.PlanError) as e:
+        mm.Graph.from_arrays([4, 4], ([0, 0], []), ([0, 2], [0, 1]), roles=[3, []])
+    assert _code(e) == "INVALID_IR_SHAPES" and "roles" in str(e.value)

@@ -33,6 +33,8 @@ class Placement:
 
 
 def _as_u64(values: Any, what: str) -> np.ndarray:
+    if values is None:
+        raise ValueError(f"{what} must be a 1-D array, got None")
     arr = _int_list_array(values, what)  # Python ints up to 2^64-1 stay exact
     if arr.dtype.kind == "O" and arr.ndim == 1:
         bad = [i for i, v in enumerate(arr.tolist()) if not is_int(v) or not 0 <= v <= U64_MAX]
