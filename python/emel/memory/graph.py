@@ -292,7 +292,10 @@ class Graph:
     def validate(self) -> "Graph":
         """Run the full validation (docs/algorithm.md §1); raise PlanError."""
         from . import _core
-        _core.validate(self._core_input())
+        try:
+            _core.validate(self._core_input())
+        except MemoryError:  # std::bad_alloc from the core
+            raise out_of_memory(self, "validating") from None
         return self
 
     def _core_input(self):
@@ -359,6 +362,14 @@ class Graph:
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1,
                "float8_e5m2": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
                "bool": 1}
+
+
+def out_of_memory(g: Graph, doing: str) -> PlanError:
+    """ALLOCATION_FAILED for a graph too big for the host's memory, with its size."""
+    n_nodes = len(g._arrays["in_start"]) - 1 if hasattr(g, "_arrays") else len(g.nodes)
+    return PlanError("ALLOCATION_FAILED", f"the host ran out of memory {doing} graph "
+                                          f"{g.name or '(unnamed)'}: {len(g)} tensors, {n_nodes} nodes "
+                                          f"(std::bad_alloc)")
 
 
 def tensor_bytes(entry: dict) -> int:

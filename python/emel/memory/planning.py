@@ -12,7 +12,7 @@ import numpy as np
 from . import _core
 from .determinism import check_determinism_args
 from .errors import PlanError, U64_MAX, is_int, is_text
-from .graph import ROLES, Graph, load_graph
+from .graph import ROLES, Graph, load_graph, out_of_memory
 from .shapes import resolve
 from .sharding import shard_graph
 
@@ -175,19 +175,11 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
         core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
                           default_alignment, config, roles, token or b"", rank, world_size, spec)
     except MemoryError:  # std::bad_alloc from the core: the host's memory, not the plan's
-        raise out_of_memory(g) from None
+        raise out_of_memory(g, "planning") from None
     options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
                "alignment": default_alignment, "arenas": config,
                "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
     return Plan(core, graph_name=g.name, graph=g, options=options)
-
-
-def out_of_memory(g: Graph) -> PlanError:
-    """ALLOCATION_FAILED for a graph too big for the host's memory, with its size."""
-    n_nodes = len(g._arrays["in_start"]) - 1 if hasattr(g, "_arrays") else len(g.nodes)
-    return PlanError("ALLOCATION_FAILED", f"the host ran out of memory planning graph "
-                                          f"{g.name or '(unnamed)'}: {len(g)} tensors, {n_nodes} nodes "
-                                          f"(std::bad_alloc)")
 
 
 def graph_to_plan(graph: Any, rank: int, world_size: int, shard_spec: Mapping) -> Graph:
