@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -47,6 +48,22 @@ ggml::Graph graph_from_rows(const py::list& tensors, std::vector<int32_t> nodes,
     return g;
 }
 
+// A GraphAllocator with its own mutex. locked(f) runs f with the GIL
+// released and the mutex held, and returns f's result by value (a copy taken
+// under the lock, converted to Python after it is let go).
+struct SharedGraphAllocator {
+    explicit SharedGraphAllocator(ggml::GraphAllocator a) : alloc(std::move(a)) {}
+    template <class F>
+    auto locked(F&& f) {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex);
+        using R = std::decay_t<decltype(f(alloc))>;
+        return R(f(alloc));
+    }
+    std::mutex mutex;
+    ggml::GraphAllocator alloc;
+};
+
 std::vector<AddressTuple> to_tuples(const std::vector<ggml::Address>& v) {
     std::vector<AddressTuple> out;
     out.reserve(v.size());
@@ -80,7 +97,10 @@ void bind_ggml(py::module_& m) {
         "ggml_backend_alloc_ctx_tensors_from_buft over tensors of a GgmlGraph: "
         "(buffer sizes, addresses per tensor, flags per tensor).");
 
-    py::class_<ggml::GraphAllocator>(m, "GgmlGraphAllocator")
+    // Every method locks the allocator's mutex with the GIL released (planning
+    // runs without it), and getters copy under the lock: two threads sharing
+    // one allocator never see a plan half replaced.
+    py::class_<SharedGraphAllocator>(m, "GgmlGraphAllocator")
         .def(py::init([](const std::vector<std::pair<uint64_t, uint64_t>>& types,
                          std::vector<int32_t> type_of, const std::string& strategy,
                          uint64_t time_budget_ms) {
@@ -91,37 +111,59 @@ void bind_ggml(py::module_& m) {
                  for (const auto& [alignment, max_size] : types) bts.push_back({alignment, max_size});
                  // plan()'s clamp of the budget, then its fixed work units per ms
                  const uint64_t budget = std::min<uint64_t>(time_budget_ms, uint64_t{1} << 40) * kWorkUnitsPerMs;
-                 return ggml::GraphAllocator(std::move(bts), std::move(type_of), s, budget);
+                 return std::make_unique<SharedGraphAllocator>(
+                     ggml::GraphAllocator(std::move(bts), std::move(type_of), s, budget));
              }),
              py::arg("types"), py::arg("type_of"), py::arg("strategy"), py::arg("time_budget_ms"))
-        .def("reserve_n", &ggml::GraphAllocator::reserve_n, py::arg("graph"),
-             py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"),
-             py::call_guard<py::gil_scoped_release>())
-        .def("reserve_n_size", &ggml::GraphAllocator::reserve_n_size, py::arg("graph"),
-             py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"),
-             py::call_guard<py::gil_scoped_release>())
-        .def("needs_realloc", &ggml::GraphAllocator::needs_realloc, py::arg("graph"))
+        .def("reserve_n",
+             [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<int32_t>& nodes,
+                const std::vector<int32_t>& leafs) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.reserve_n(g, nodes, leafs); });
+             },
+             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"))
+        .def("reserve_n_size",
+             [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<int32_t>& nodes,
+                const std::vector<int32_t>& leafs) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.reserve_n_size(g, nodes, leafs); });
+             },
+             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"))
+        .def("needs_realloc",
+             [](SharedGraphAllocator& a, const ggml::Graph& g) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.needs_realloc(g); });
+             },
+             py::arg("graph"))
         .def(
             "alloc_graph",
-            [](ggml::GraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound) {
+            [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound) {
                 if (bound.size() != g.tensors.size())
                     throw py::value_error("alloc_graph: one address per tensor expected");
                 std::vector<ggml::Address> addr;
                 addr.reserve(bound.size());
                 for (const auto& [b, c, o] : bound) addr.push_back({b, c, o});
-                bool ok;
-                {
-                    py::gil_scoped_release release;
-                    ok = a.alloc_graph(g, addr);
-                }
+                const bool ok = a.locked([&](ggml::GraphAllocator& x) { return x.alloc_graph(g, addr); });
                 return py::make_tuple(ok, to_tuples(addr));
             },
             py::arg("graph"), py::arg("bound"),
             "(allocated, addresses): addresses per tensor, (-1, -1, 0) when unbound.")
-        .def("buffer_size", &ggml::GraphAllocator::buffer_size, py::arg("buffer_id"))
-        .def("buffer_chunks", &ggml::GraphAllocator::buffer_chunks, py::arg("type"))
+        .def("buffer_size",
+             [](SharedGraphAllocator& a, int32_t id) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_size(id); });
+             },
+             py::arg("buffer_id"))
+        .def("buffer_chunks",
+             [](SharedGraphAllocator& a, size_t type) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_chunks(type); });
+             },
+             py::arg("type"))
         .def_property_readonly("addresses",
-                               [](const ggml::GraphAllocator& a) { return to_tuples(a.addresses()); })
-        .def_property_readonly("inplace_of", &ggml::GraphAllocator::inplace_of)
-        .def_property_readonly("has_plan", &ggml::GraphAllocator::has_plan);
+                               [](SharedGraphAllocator& a) {
+                                   return to_tuples(a.locked([](ggml::GraphAllocator& x) { return x.addresses(); }));
+                               })
+        .def_property_readonly("inplace_of",
+                               [](SharedGraphAllocator& a) {
+                                   return a.locked([](ggml::GraphAllocator& x) { return x.inplace_of(); });
+                               })
+        .def_property_readonly("has_plan", [](SharedGraphAllocator& a) {
+            return a.locked([](ggml::GraphAllocator& x) { return x.has_plan(); });
+        });
 }

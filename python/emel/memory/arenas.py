@@ -18,6 +18,7 @@ import numpy as np
 from . import _core
 from .errors import PlanError, U64_MAX
 from .planning import Plan, format_bytes
+from .shapes import concrete_shape
 
 EXECUTION_MODES = ("standard", "confidential", "regulated")
 
@@ -140,7 +141,9 @@ class Arenas:
 
         Writes through it land in the arena; it keeps the arena memory alive.
         A dtype NumPy lacks, or a view whose span is not shape x element size,
-        comes back as a 1-D ``uint8`` array of the tensor's bytes.
+        comes back as a 1-D ``uint8`` array of the tensor's bytes, as does a
+        shape NumPy cannot hold (a zero-size tensor with a dimension of 2^62).
+        Symbolic dimensions are taken at their maximum, as planned.
         """
         i = self._tensor(tensor_id)
         nbytes = int(self._plan.sizes[i])
@@ -151,8 +154,11 @@ class Arenas:
             np_type = NUMPY_DTYPES.get(entry.get("dtype"))
             if entry.get("id") == tensor_id and np_type is not None:
                 dt = np.dtype(np_type)
-                if math.prod(entry["shape"]) * dt.itemsize == nbytes:
-                    dtype, shape = dt, list(entry["shape"])
+                dims = concrete_shape(entry["shape"])
+                # NumPy refuses shapes whose nonzero dims span 2^63 bytes, even empty ones
+                if math.prod(dims) * dt.itemsize == nbytes and \
+                        math.prod(d for d in dims if d) * dt.itemsize < 2**63:
+                    dtype, shape = dt, dims
         return self._core.array(i, dtype, shape)
 
     def buffer(self, arena: str) -> np.ndarray:

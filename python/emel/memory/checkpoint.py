@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from . import cbor
 from .determinism import HASH_KEYS, plan_hash_of_document, sha256
-from .errors import PlanError
+from .errors import PlanError, is_int
 
 CHECKPOINT_FORMAT = "emel.checkpoint/1"
 _KEYS = ("digest", "format", "options", "plan", "plan_hash")
@@ -63,6 +63,9 @@ def read_checkpoint(data: bytes) -> dict:
         raise CheckpointError("corrupt", f"expected a map with keys {', '.join(_KEYS)}; got {keys}")
     if doc["format"] != CHECKPOINT_FORMAT:
         raise CheckpointError("corrupt", f"format is {doc['format']!r}, expected {CHECKPOINT_FORMAT!r}")
+    for key in ("digest", "plan_hash"):  # a re-signed checkpoint may hold anything
+        if not isinstance(doc[key], bytes) or len(doc[key]) != 32:
+            raise CheckpointError("corrupt", f"{key} must be 32 bytes, got {doc[key]!r}")
     body = {k: v for k, v in doc.items() if k != "digest"}
     if doc["digest"] != sha256(cbor.dumps(body)):
         raise CheckpointError("tampered", "the digest does not match the contents")
@@ -92,6 +95,7 @@ def restore(data: bytes, graph):
 
     doc = read_checkpoint(data)
     saved, options = doc["plan"], doc["options"]
+    _check_restore_fields(saved, options)
     graph = load_graph(graph)
     try:  # a sharded plan's IR is its rank's share of the graph
         g = graph_to_plan(graph, saved["rank"], saved["world_size"], options.get("shard_spec") or {})
@@ -116,3 +120,16 @@ def restore(data: bytes, graph):
                                               f"{again.plan_hash}; the checkpoint holds "
                                               f"{saved['hashes']['plan_hash']}")
     return again
+
+
+def _check_restore_fields(saved, options) -> None:
+    """The fields restore() reads beyond the plan hash, as a re-signed
+    checkpoint could hold them: anything else is ``corrupt``."""
+    token = saved.get("replay_token")
+    if not isinstance(token, str) or len(token) % 2 or any(c not in "0123456789abcdef" for c in token):
+        raise CheckpointError("corrupt", f"replay_token must be a lowercase hex string, got {token!r}")
+    for key in ("rank", "world_size"):
+        if not is_int(saved.get(key)) or saved[key] < 0:
+            raise CheckpointError("corrupt", f"{key} must be an integer >= 0, got {saved.get(key)!r}")
+    if options.get("shard_spec") is not None and not isinstance(options["shard_spec"], dict):
+        raise CheckpointError("corrupt", f"shard_spec must be a map, got {options['shard_spec']!r}")

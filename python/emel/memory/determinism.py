@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping
 
 from . import cbor
-from .errors import PlanError, U64_MAX, is_int
+from .errors import PlanError, U64_MAX, is_int, is_text
 
 PLAN_HASH_TAG = "tmmu_plan_v1"
 IR_TAG = "emel_ir_v1"
@@ -53,8 +53,9 @@ def check_determinism_args(replay_token=None, rank=0, world_size=1, shard_spec=N
             raise PlanError("INVALID_IR_SHAPES",
                             f"shard_spec must map tensor ids to axes, got {shard_spec!r}")
         for tid in shard_spec:
-            if not isinstance(tid, str) or not tid:
-                raise PlanError("INVALID_IR_SHAPES", f"shard_spec keys must be tensor ids, got {tid!r}")
+            if not is_text(tid) or not tid:
+                raise PlanError("INVALID_IR_SHAPES", f"shard_spec keys must be tensor ids (UTF-8 strings), "
+                                                     f"got {tid!r}")
         for tid in sorted(shard_spec):
             axis = shard_spec[tid]
             if not is_int(axis) or axis < 0:

@@ -71,6 +71,20 @@ def is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_text(value) -> bool:
+    """A string the core can take: UTF-8 encodable (a lone surrogate such as
+    json.loads('"\\ud800"') is a str but not text)."""
+    if not isinstance(value, str):
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_u64(value, what: str, tensor=None) -> int:
     """``value`` as a uint64 size: not an integer >= 0 is INVALID_IR_SHAPES,
     above 2^64-1 is ALLOCATION_OVERFLOW; ``what`` starts the message."""

@@ -16,10 +16,12 @@ docs/c_api.md).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import _core
+from .errors import PlanError, check_u64, is_int, is_text
 from .graph import load_graph
 from .planning import plan as _plan
 
@@ -163,11 +165,35 @@ def from_emel_graph(document: Any) -> tuple[Graph, dict]:
     return graph, ts
 
 
+def _check_buffer_type(bt: Any) -> BufferType:
+    """A BufferType the core can take: PlanError naming the field otherwise."""
+    if not isinstance(bt, BufferType):
+        raise PlanError("INVALID_IR_SHAPES", f"expected a BufferType, got {type(bt).__name__}")
+    a = bt.alignment
+    if not is_int(a) or a < 1 or a & (a - 1) or a > SIZE_MAX:
+        raise PlanError("ALIGNMENT_VIOLATION",
+                        f"buffer type {bt.name!r}: alignment must be a power of two below 2^64, got {a!r}")
+    check_u64(bt.max_size, f"buffer type {bt.name!r}: max_size")
+    return bt
+
+
+def _check_ids(ids: Any, count: int, what: str) -> list:
+    """Buffer ids: integers in [0, count); None = all 0."""
+    ids = list(ids or [])
+    for i, b in enumerate(ids):
+        if not is_int(b) or not 0 <= b < count:
+            raise PlanError("INVALID_IR_SHAPES", f"{what}[{i}]: buffer id {b!r} out of range "
+                                                 f"({count} buffer ids)")
+    return ids
+
+
 class GraphAllocator:
     """ggml_gallocr: reserve a worst-case graph into buffers that only grow.
 
     A thin wrapper over the core's GraphAllocator (src/emel/memory/
-    graph_allocator.cpp), which holds the buffers and the last plan."""
+    graph_allocator.cpp), which holds the buffers and the last plan. Safe to
+    share between threads: each call holds the allocator's lock, so calls on
+    one allocator run one at a time (different allocators run in parallel)."""
 
     def __init__(self, buffer_types: Sequence[BufferType] | BufferType, strategy: str = "ggml",
                  time_budget_ms: int = 200):
@@ -179,7 +205,10 @@ class GraphAllocator:
         self.strategy, self.time_budget_ms = strategy, time_budget_ms
         if isinstance(buffer_types, BufferType):
             buffer_types = [buffer_types]
-        self.buffer_types = list(buffer_types)
+        self.buffer_types = [_check_buffer_type(bt) for bt in buffer_types]
+        if not is_int(time_budget_ms) or time_budget_ms < 0:
+            raise PlanError("INVALID_IR_SHAPES", f"time_budget_ms must be an integer >= 0, got {time_budget_ms!r}")
+        self._lock = threading.Lock()
         # The same BufferType object twice means one shared buffer, as in ggml.
         self._allocator_of, distinct = [], []
         for bt in self.buffer_types:
@@ -193,7 +222,7 @@ class GraphAllocator:
         self._distinct = distinct
         self._core = _core.GgmlGraphAllocator([(bt.alignment, bt.max_size) for bt in distinct],
                                               self._allocator_of, strategy,
-                                              time_budget_ms if strategy != "ggml" else 0)
+                                              min(time_budget_ms, 2**40) if strategy != "ggml" else 0)
         self.addresses: dict[str, tuple[int, int, int]] = {}
         self.inplace_of: dict[str, str] = {}
 
@@ -217,15 +246,24 @@ class GraphAllocator:
         """Bytes each buffer id needs for `graph` (ids sharing a buffer repeat its size);
         allocates nothing, and frees a buffer the plan outgrows, as ggml does."""
         core, tensors = self._to_core(graph)
-        sizes = self._core.reserve_n_size(core, list(node_buffer_ids or []), list(leaf_buffer_ids or []))
-        self._planned(tensors)
+        nodes, leafs = self._ids(node_buffer_ids, leaf_buffer_ids)
+        with self._lock:  # the plan and the names given to it, together
+            sizes = self._core.reserve_n_size(core, nodes, leafs)
+            self._planned(tensors)
         return sizes
 
     def reserve_n(self, graph: Graph, node_buffer_ids=None, leaf_buffer_ids=None) -> bool:
         core, tensors = self._to_core(graph)
-        ok = self._core.reserve_n(core, list(node_buffer_ids or []), list(leaf_buffer_ids or []))
-        self._planned(tensors)
+        nodes, leafs = self._ids(node_buffer_ids, leaf_buffer_ids)
+        with self._lock:
+            ok = self._core.reserve_n(core, nodes, leafs)
+            self._planned(tensors)
         return ok
+
+    def _ids(self, node_buffer_ids, leaf_buffer_ids) -> tuple[list, list]:
+        n = len(self.buffer_types)
+        return (_check_ids(node_buffer_ids, n, "node_buffer_ids"),
+                _check_ids(leaf_buffer_ids, n, "leaf_buffer_ids"))
 
     def reserve(self, graph: Graph) -> bool:
         return self.reserve_n(graph)
@@ -233,24 +271,28 @@ class GraphAllocator:
     def needs_realloc(self, graph: Graph) -> bool:
         """ggml_gallocr_needs_realloc: different node/leaf counts, or a node (or one
         of its sources) without data that was not placed or has grown."""
-        return self._core.needs_realloc(self._to_core(graph)[0])
+        core = self._to_core(graph)[0]
+        with self._lock:
+            return self._core.needs_realloc(core)
 
     def alloc_graph(self, graph: Graph) -> bool:
         """ggml_gallocr_alloc_graph: re-reserve automatically with one buffer (False
         with several when the graph no longer fits), then bind every tensor."""
         core, tensors = self._to_core(graph)
-        replanned = self._core.needs_realloc(core)
-        ok, bound = self._core.alloc_graph(core, [t.address or (-1, -1, 0) for t in tensors])
-        if not ok:
-            return False
-        if replanned:
-            self._planned(tensors)
+        with self._lock:
+            replanned = self._core.needs_realloc(core)
+            ok, bound = self._core.alloc_graph(core, [t.address or (-1, -1, 0) for t in tensors])
+            if not ok:
+                return False
+            if replanned:
+                self._planned(tensors)
         for t, a in zip(tensors, bound):
             if a[0] >= 0:
                 t.address = tuple(a)
         return True
 
     def get_buffer_size(self, buffer_id: int) -> int:
+        _check_ids([buffer_id], len(self.buffer_types), "buffer_id")
         return self._core.buffer_size(buffer_id)
 
 
@@ -258,11 +300,13 @@ class TensorAllocator:
     """ggml_tallocr: tensors one after another in one buffer, never freed."""
 
     def __init__(self, buffer_size: int, buffer_type: BufferType | None = None):
-        self.buffer_type = buffer_type or BufferType()
+        self.buffer_type = _check_buffer_type(buffer_type or BufferType())
+        check_u64(buffer_size, "buffer_size")
         self._core = _core.GgmlTensorAllocator(buffer_size, self.buffer_type.alignment)
 
     def alloc(self, tensor: Tensor) -> int:
         """Place `tensor` (PlanError ARENA_TOO_SMALL when it does not fit); its offset."""
+        _check_tensor(tensor)
         offset = self._core.alloc(tensor.nbytes, tensor.name)
         tensor.address = (0, 0, offset)
         return offset
@@ -294,12 +338,41 @@ def _alloc_ctx(tensors, buffer_type):
     """The core's alloc_ctx_tensors (graph_allocator.cpp, the C API's too) on a
     copy of the tensors as rows: ``(buffer sizes, rows' tensors, their
     addresses, their flags)``; the caller decides whether to bind them."""
+    _check_buffer_type(buffer_type)
     core, all_tensors = _core_graph(list(tensors), [], [])
     index = {id(t): i for i, t in enumerate(all_tensors)}
     sizes, bound, flags = _core.ggml_alloc_ctx_tensors(
         core, [index[id(t)] for t in tensors], buffer_type.alignment, buffer_type.max_size,
         [t.address or (-1, -1, 0) for t in all_tensors])
     return sizes, all_tensors, bound, flags
+
+
+def _check_tensor(t: Any) -> None:
+    """What the core's row conversion needs of a tensor, as PlanError naming it."""
+    if not isinstance(t, Tensor):
+        raise PlanError("INVALID_IR_SHAPES", f"expected a ggml Tensor, got {type(t).__name__}")
+    if not is_text(t.name):
+        raise PlanError("INVALID_IR_SHAPES", f"a tensor's name must be a UTF-8 string, got {t.name!r}")
+    check_u64(t.nbytes, f"tensor {t.name!r}: nbytes", t.name)
+    check_u64(t.view_offs, f"tensor {t.name!r}: view_offs", t.name)
+    if not is_int(t.flags) or not 0 <= t.flags <= 255:
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: flags must be an integer in [0, 255], "
+                                             f"got {t.flags!r}", tensor=t.name)
+    if not is_text(t.op):
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: op must be a string, got {t.op!r}",
+                        tensor=t.name)
+    if not isinstance(t.src, (list, tuple)) or len(t.src) > MAX_SRC or \
+            not all(s is None or isinstance(s, Tensor) for s in t.src):
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: src must be a list of at most {MAX_SRC} "
+                                             f"Tensors (or None)", tensor=t.name)
+    if t.view_src is not None and not isinstance(t.view_src, Tensor):
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: view_src must be a Tensor or None",
+                        tensor=t.name)
+    try:
+        hash(t.layout)
+    except TypeError:
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: layout must be hashable, "
+                                             f"got {type(t.layout).__name__}", tensor=t.name) from None
 
 
 def _core_graph(roots, nodes, leafs):
@@ -322,10 +395,12 @@ def _core_graph(roots, nodes, leafs):
             idx(t.view_src)
 
     for t in roots:
+        _check_tensor(t)
         idx(t)
         reach(t)
     k = 0
     while k < len(tensors):  # then what the reached tensors reach (none in a whole graph)
+        _check_tensor(tensors[k])  # the roots again: cheap, and covers what they reach
         reach(tensors[k])
         k += 1
     layouts: dict[Any, int] = {}

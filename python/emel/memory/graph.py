@@ -8,11 +8,13 @@ planned or on :meth:`Graph.validate`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 from typing import Any, Iterable
 
-from .errors import PlanError, U64_MAX, check_u64, is_int
+from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
 from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                      parse_symbolic_dim)
 
@@ -34,20 +36,56 @@ def _where(kind: str, index: int, ident: Any) -> str:
 
 
 def _check_id_list(value: Any, what: str, tensor=None, node=None) -> list:
-    if type(value) is not list or any(type(x) is not str for x in value):
+    if type(value) is not list or not all(type(x) is str and is_text(x) for x in value):
         raise _invalid(f"{what} must be a list of id strings, got {value!r}",
                        tensor=tensor, node=node)
     return list(value)
 
 
-def normalize_tensor(raw: Any, index: int) -> dict:
-    """Phase A for one tensor entry; returns the entry with defaults dropped."""
+_PLAIN_TENSOR = ("id", "shape", "dtype", "role")
+_PLAIN_NODE = ("id", "op", "inputs", "outputs")
+_INT, _STR = {int}, {str}
+
+
+def _plain_tensor(raw: Any) -> bool:
+    """The common entry, checked fast: exactly id, shape, dtype, role with
+    ASCII strings and integer dims (anything else takes the full check)."""
+    if type(raw) is not dict or tuple(raw) != _PLAIN_TENSOR:
+        return False
+    tid, shape, dtype = raw["id"], raw["shape"], raw["dtype"]
+    return (type(tid) is str and tid != "" and tid.isascii() and type(dtype) is str and dtype != ""
+            and dtype.isascii() and raw["role"] in ROLES and type(shape) is list
+            and (not shape or (set(map(type, shape)) == _INT and min(shape) >= 0 and max(shape) <= U64_MAX)))
+
+
+def _plain_node(raw: Any) -> bool:
+    """Exactly id, op, inputs, outputs with ASCII strings (else the full check)."""
+    if type(raw) is not dict or tuple(raw) != _PLAIN_NODE:
+        return False
+    nid, op, ins, outs = raw["id"], raw["op"], raw["inputs"], raw["outputs"]
+    if not (type(nid) is str and nid != "" and nid.isascii() and type(op) is str and op.isascii()
+            and type(ins) is list and type(outs) is list):
+        return False
+    try:  # join takes only str (subclasses too: the full check refuses those)
+        return ("".join(ins).isascii() and "".join(outs).isascii()
+                and set(map(type, ins)) <= _STR and set(map(type, outs)) <= _STR)
+    except TypeError:
+        return False
+
+
+def normalize_tensor(raw: Any, index: int, owned: bool = False) -> dict:
+    """Phase A for one tensor entry; returns the entry with defaults dropped.
+    ``owned``: ``raw`` belongs to the reader (parsed JSON) and may be kept."""
+    if _plain_tensor(raw):
+        if owned:
+            return raw
+        return {"id": raw["id"], "shape": raw["shape"].copy(), "dtype": raw["dtype"], "role": raw["role"]}
     if not isinstance(raw, dict):
         raise _invalid(f"tensor #{index} must be an object, got {type(raw).__name__}")
     get = raw.get  # a null value counts as absent
     tid = get("id")
-    if not isinstance(tid, str) or not tid:
-        raise _invalid(f"tensor #{index}: 'id' must be a non-empty string, got {tid!r}")
+    if not is_text(tid) or not tid:
+        raise _invalid(f"tensor #{index}: 'id' must be a non-empty UTF-8 string, got {tid!r}")
     where = f"tensor {tid!r}"
     shape = get("shape")
     if not isinstance(shape, list):
@@ -60,8 +98,8 @@ def normalize_tensor(raw: Any, index: int) -> dict:
         else:
             check_u64(dim, f"{where}: dimension", tid)
     dtype = get("dtype")
-    if not isinstance(dtype, str) or not dtype:
-        raise _invalid(f"{where}: 'dtype' must be a non-empty string, got {dtype!r}", tensor=tid)
+    if not is_text(dtype) or not dtype:
+        raise _invalid(f"{where}: 'dtype' must be a non-empty UTF-8 string, got {dtype!r}", tensor=tid)
     role = get("role")
     if role not in ROLES:
         raise _invalid(f"{where}: 'role' must be one of {', '.join(ROLES)}; got {role!r}",
@@ -73,8 +111,9 @@ def normalize_tensor(raw: Any, index: int) -> dict:
     if get("nbytes") is not None:
         entry["nbytes"] = check_u64(get("nbytes"), f"{where}: 'nbytes'", tid)
     if get("arena") is not None:
-        if not isinstance(get("arena"), str) or not get("arena"):
-            raise _invalid(f"{where}: 'arena' must be a non-empty string", tensor=tid)
+        if not is_text(get("arena")) or not get("arena"):
+            raise _invalid(f"{where}: 'arena' must be a non-empty UTF-8 string, got {get('arena')!r}",
+                           tensor=tid)
         entry["arena"] = get("arena")
     if get("alignment") is not None:
         align = get("alignment")
@@ -94,7 +133,7 @@ def normalize_tensor(raw: Any, index: int) -> dict:
                 entry[flag] = True
     if get("view_of") is not None:
         view = get("view_of")
-        if not isinstance(view, dict) or not isinstance(view.get("base"), str):
+        if not isinstance(view, dict) or not is_text(view.get("base")):
             raise _invalid(f"{where}: 'view_of' must be an object with a string 'base', got {view!r}",
                            tensor=tid)
         offset = view.get("byte_offset")
@@ -123,16 +162,21 @@ def _copy_dim(dim: Any) -> Any:
     return {k: v for k, v in dim.items() if v is not None} if is_symbolic(dim) else dim
 
 
-def normalize_node(raw: Any, index: int) -> dict:
-    """Phase A for one node entry."""
+def normalize_node(raw: Any, index: int, owned: bool = False) -> dict:
+    """Phase A for one node entry (``owned``: as for normalize_tensor)."""
+    if _plain_node(raw):
+        if owned:
+            return raw
+        return {"id": raw["id"], "op": raw["op"], "inputs": raw["inputs"].copy(),
+                "outputs": raw["outputs"].copy()}
     if not isinstance(raw, dict):
         raise _invalid(f"node #{index} must be an object, got {type(raw).__name__}")
     nid = raw.get("id")
-    if not isinstance(nid, str) or not nid:
-        raise _invalid(f"node #{index}: 'id' must be a non-empty string, got {nid!r}")
+    if not is_text(nid) or not nid:
+        raise _invalid(f"node #{index}: 'id' must be a non-empty UTF-8 string, got {nid!r}")
     op = raw.get("op")
-    if not isinstance(op, str):
-        raise _invalid(f"node {nid!r}: 'op' must be a string, got {op!r}", node=nid)
+    if not is_text(op):
+        raise _invalid(f"node {nid!r}: 'op' must be a UTF-8 string, got {op!r}", node=nid)
     entry = {"id": nid, "op": op}
     for key in ("inputs", "outputs"):
         value = raw.get(key)
@@ -204,6 +248,12 @@ class Graph:
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
         """Read an `emel.graph/1` document (phase A checks)."""
+        with _gc_paused():
+            return cls._from_document(doc, owned=False)
+
+    @classmethod
+    def _from_document(cls, doc: Any, owned: bool) -> "Graph":
+        """from_dict; ``owned``: the document was parsed here, its entries may be kept."""
         symbols = document_envelope(doc)  # symbolic dims first, as in the reference
         if not isinstance(doc, dict):
             raise _invalid(f"a graph document must be a JSON object, got {type(doc).__name__}")
@@ -213,12 +263,12 @@ class Graph:
             if not isinstance(doc.get(key), list):
                 raise _invalid(f"'{key}' must be a list, got {type(doc.get(key)).__name__}")
         for key in ("name", "source"):
-            if doc.get(key) is not None and not isinstance(doc[key], str):
-                raise _invalid(f"'{key}' must be a string, got {doc[key]!r}")
+            if doc.get(key) is not None and not is_text(doc[key]):
+                raise _invalid(f"'{key}' must be a UTF-8 string, got {doc[key]!r}")
         g = cls(name=doc.get("name") or "", source=doc.get("source") or "")
         g._symbols = dict(symbols)
-        g.tensors = [normalize_tensor(t, i) for i, t in enumerate(doc["tensors"])]
-        g.nodes = [normalize_node(n, i) for i, n in enumerate(doc["nodes"])]
+        g.tensors = [normalize_tensor(t, i, owned) for i, t in enumerate(doc["tensors"])]
+        g.nodes = [normalize_node(n, i, owned) for i, n in enumerate(doc["nodes"])]
         if doc.get("execution_order") is not None:
             g.execution_order = _check_id_list(doc["execution_order"], "'execution_order'")
         if doc.get("outputs") is not None:
@@ -255,13 +305,18 @@ class Graph:
     def validate(self) -> "Graph":
         """Run the full validation (docs/algorithm.md §1); raise PlanError."""
         from . import _core
-        _core.validate(self._core_input())
+        try:
+            _core.validate(self._core_input())
+        except MemoryError:  # std::bad_alloc from the core
+            raise out_of_memory(self, "validating") from None
         return self
 
     def _core_input(self):
         """The graph as the C++ core's GraphInput (built anew: the graph may change)."""
         from . import _core
         core = _core.GraphInput()
+        if not is_text(self.name):  # set by hand after construction
+            raise _invalid(f"the graph's name must be a UTF-8 string, got {self.name!r}")
         core.name = self.name
         shapes = [_core_shape(t["shape"]) for t in self.tensors]
         if any(s is not t["shape"] for s, t in zip(shapes, self.tensors)):
@@ -322,6 +377,14 @@ DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_
                "bool": 1}
 
 
+def out_of_memory(g: Graph, doing: str) -> PlanError:
+    """ALLOCATION_FAILED for a graph too big for the host's memory, with its size."""
+    n_nodes = len(g._arrays["in_start"]) - 1 if hasattr(g, "_arrays") else len(g.nodes)
+    return PlanError("ALLOCATION_FAILED", f"the host ran out of memory {doing} graph "
+                                          f"{g.name or '(unnamed)'}: {len(g)} tensors, {n_nodes} nodes "
+                                          f"(std::bad_alloc)")
+
+
 def tensor_bytes(entry: dict) -> int:
     """A tensor entry's bytes: ``nbytes`` when given, else shape x element size."""
     if "nbytes" in entry:
@@ -353,12 +416,37 @@ def load_graph(source: Any) -> Graph:
         return source
     if isinstance(source, dict):
         return Graph.from_dict(source)
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return Graph.from_dict(_parse_json(source, "<string>"))
-    if isinstance(source, (str, bytes, os.PathLike)):
-        with open(source, "rb") as f:
-            return Graph.from_dict(_parse_json(f.read(), os.fsdecode(source)))
+    with _gc_paused():
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            return Graph._from_document(_parse_json(source, "<string>"), owned=True)
+        if isinstance(source, (str, bytes, os.PathLike)):
+            where = os.fsdecode(source)
+            with open(source, "rb") as f:
+                text = _decode(f.read(), where)  # the bytes go before parsing: less peak memory
+            return Graph._from_document(_parse_json(text, where), owned=True)
     raise TypeError(f"load_graph takes a path, a dict or a JSON string, not {type(source).__name__}")
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic garbage collection while a document's millions of containers
+    are made: each full pass walks them all (most of the time of a 10^6-tensor
+    load). Reading creates no cycles; the collector resumes after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _decode(data: bytes, where: str) -> str:
+    """JSON bytes as text, in the encoding json.loads would detect."""
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError as e:
+        raise _invalid(f"{where} is not UTF-8 text: {e}") from None
 
 
 def _parse_json(text: str | bytes, where: str) -> Any:
@@ -468,30 +556,114 @@ def _from_arrays(cls, sizes, node_inputs, node_outputs, *, roles=None, can_inpla
 
     from . import _core
 
-    def arr(values, dtype):
-        return np.ascontiguousarray(np.asarray([] if values is None else values), dtype=dtype)
+    n_tensors = len(sizes) if hasattr(sizes, "__len__") else 0
+    width = len(str(max(n_tensors - 1, 0)))
+
+    def arr(values, dtype, what, lo=0, hi=None, per_tensor=False, flags=False):
+        return _exact_ints(values, dtype, what, lo, hi, width if per_tensor else None, flags)
 
     if roles is not None:
-        roles = np.asarray(roles)
+        roles = _int_list_array(roles, "roles")  # ragged input is refused here
         if roles.dtype.kind in "US":
             lookup = {r: i for i, r in enumerate(ROLES)}
             try:
                 roles = np.array([lookup[str(r)] for r in roles.tolist()], dtype=np.uint8)
             except KeyError as e:
                 raise _invalid(f"unknown role {e.args[0]!r} (expected one of {', '.join(ROLES)})") from None
+    pairs = {}
+    for what, pair in (("node_inputs", node_inputs), ("node_outputs", node_outputs)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise _invalid(f"{what} must be a pair (indptr, indices)")
+        pairs[what] = pair
     arrays = {
-        "size": arr(sizes, np.uint64),
-        "in_start": arr(node_inputs[0], np.uint64), "in_index": arr(node_inputs[1], np.uint64),
-        "out_start": arr(node_outputs[0], np.uint64), "out_index": arr(node_outputs[1], np.uint64),
-        "role": arr(roles, np.uint8), "can_inplace": arr(can_inplace, np.uint8),
-        "alignment": arr(alignment, np.uint64), "view_base": arr(view_of, np.int64),
-        "view_offset": arr(view_offset, np.uint64), "outputs": arr(outputs, np.uint64),
+        "size": arr(sizes, np.uint64, "sizes", per_tensor=True),
+        "in_start": arr(pairs["node_inputs"][0], np.uint64, "node_inputs indptr"),
+        "in_index": arr(pairs["node_inputs"][1], np.uint64, "node_inputs indices"),
+        "out_start": arr(pairs["node_outputs"][0], np.uint64, "node_outputs indptr"),
+        "out_index": arr(pairs["node_outputs"][1], np.uint64, "node_outputs indices"),
+        "role": arr(roles, np.uint8, "roles", hi=len(ROLES) - 1, per_tensor=True),
+        "can_inplace": arr(can_inplace, np.uint8, "can_inplace", hi=1, per_tensor=True, flags=True),
+        "alignment": arr(alignment, np.uint64, "alignment", per_tensor=True),
+        "view_base": arr(view_of, np.int64, "view_of", lo=-1, per_tensor=True),
+        "view_offset": arr(view_offset, np.uint64, "view_offset", per_tensor=True),
+        "outputs": arr(outputs, np.uint64, "outputs"),
     }
-    core = _core.GraphInput.from_arrays(
-        arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
-        arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
-        arrays["view_base"], arrays["view_offset"], arrays["outputs"], name)
+    for key in ("in", "out"):  # the core's own checks of the CSR shape, as PlanError
+        start, index = arrays[f"{key}_start"], arrays[f"{key}_index"]
+        if len(start) != len(arrays["in_start"]) or len(start) == 0:
+            raise _invalid("node_inputs and node_outputs need one indptr of num_nodes + 1 entries each, "
+                           f"got {len(arrays['in_start'])} and {len(arrays['out_start'])}")
+        if np.any(start[1:] < start[:-1]):
+            j = int(np.argmax(start[1:] < start[:-1]))
+            raise _invalid(f"node_{key}puts indptr decreases at node {j}", node=f"n{j}")
+        if int(start[-1]) > len(index):
+            raise _invalid(f"node_{key}puts indptr ends at {int(start[-1])}, past its {len(index)} indices")
+    for key in ("role", "can_inplace", "alignment", "view_base", "view_offset"):
+        if len(arrays[key]) not in (0, len(arrays["size"])):
+            raise _invalid(f"{key}: one entry per tensor expected, got {len(arrays[key])} "
+                           f"for {len(arrays['size'])} tensors")
+    if not is_text(name):
+        raise _invalid(f"the graph's name must be a UTF-8 string, got {name!r}")
+    try:
+        core = _core.GraphInput.from_arrays(
+            arrays["size"], arrays["in_start"], arrays["in_index"], arrays["out_start"],
+            arrays["out_index"], arrays["role"], arrays["can_inplace"], arrays["alignment"],
+            arrays["view_base"], arrays["view_offset"], arrays["outputs"], name)
+    except MemoryError:  # std::bad_alloc: the host's memory
+        raise PlanError("ALLOCATION_FAILED", f"the host ran out of memory reading graph {name or '(unnamed)'}: "
+                                             f"{len(arrays['size'])} tensors, {len(arrays['in_start']) - 1} "
+                                             f"nodes (std::bad_alloc)") from None
     return ArrayGraph(core, arrays, name)
 
 
 Graph.from_arrays = classmethod(_from_arrays)
+
+
+def _int_list_array(values, what="values"):
+    """np.asarray(values), but a list of Python ints that NumPy would make
+    float64 (one of them >= 2^63 beside a small one) stays exact, as objects.
+    What NumPy cannot make an array of (ragged lists) is INVALID_IR_SHAPES."""
+    import numpy as np
+
+    values = [] if values is None else values
+    try:
+        a = np.asarray(values)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise _invalid(f"{what} must be a 1-D array of integers: {e}") from None
+    if a.dtype.kind == "f" and a.ndim == 1 and not isinstance(values, np.ndarray) \
+            and all(is_int(v) for v in values):
+        a = np.array(list(values), dtype=object)
+    return a
+
+
+def _exact_ints(values, dtype, what, lo, hi, width, flags):
+    """``values`` as a contiguous array of ``dtype``, refusing whatever that
+    would change (4.9 -> 4, 258 -> 2 as uint8, 0.5 -> 0): each value must be an
+    integer in [lo, hi] (hi: the dtype's max by default). ``flags`` also takes
+    bools. ``width``: name per-tensor offenders by id (None: by position)."""
+    import numpy as np
+
+    a = _int_list_array(values, what)
+    if a.ndim != 1:
+        raise _invalid(f"{what} must be a 1-D array, got shape {a.shape}")
+    if a.size == 0:
+        return np.zeros(0, dtype=dtype)
+    hi = int(np.iinfo(dtype).max) if hi is None else hi
+    kind = a.dtype.kind
+    if kind == "b" and flags:
+        return np.ascontiguousarray(a, dtype=dtype)
+    if kind in "iu":
+        bad = (a < lo) | (a > hi)
+    elif kind == "f":  # integral floats in range are exact; hi + 1 is a power of two or small
+        bad = ~np.isfinite(a) | (a != np.floor(a)) | (a < lo) | (a >= float(hi + 1))
+    elif kind == "O":
+        bad = np.array([not (is_int(v) and lo <= v <= hi) for v in a.tolist()])
+    else:
+        bad = np.ones(a.shape, dtype=bool)
+    if bad.any():
+        i = int(np.argmax(bad))
+        tid = None if width is None else f"t{i:0{width}d}"
+        where = f"{what}[{i}]" + (f" (tensor {tid})" if tid else "")
+        raise _invalid(f"{where} = {a[i].item() if kind != 'O' else a[i]!r} is not an integer in [{lo}, {hi}]"
+                       + (" (nor a bool)" if flags else ""), tensor=tid)
+    return np.ascontiguousarray(a.astype(object).astype(dtype) if kind == "O" else a, dtype=dtype)

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import PlanError, U64_MAX
+from .errors import PlanError, U64_MAX, is_int
+from .graph import _int_list_array
 from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy
 
 
@@ -32,7 +33,15 @@ class Placement:
 
 
 def _as_u64(values: Any, what: str) -> np.ndarray:
-    arr = np.asarray(values)
+    if values is None:
+        raise ValueError(f"{what} must be a 1-D array, got None")
+    arr = _int_list_array(values, what)  # Python ints up to 2^64-1 stay exact
+    if arr.dtype.kind == "O" and arr.ndim == 1:
+        bad = [i for i, v in enumerate(arr.tolist()) if not is_int(v) or not 0 <= v <= U64_MAX]
+        if bad:
+            raise PlanError("INVALID_IR_SHAPES", f"{what}[{bad[0]}] = {arr[bad[0]]!r} is not an integer "
+                                                 f"in [0, 2^64)", tensor=str(bad[0]))
+        arr = arr.astype(np.uint64)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D array, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
@@ -79,6 +88,14 @@ def read_buffers_csv(path: str | os.PathLike):
     :func:`place` takes; a planner lifetime ``[birth, death]`` (inclusive) is
     ``[birth, death + 1)``.
     """
+    try:
+        return _read_buffers_csv(path)
+    except UnicodeDecodeError as e:
+        raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}: not UTF-8 text ({e.reason} at "
+                                             f"byte {e.start})") from None
+
+
+def _read_buffers_csv(path):
     ids, cols = [], ([], [], [])
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
@@ -98,6 +115,10 @@ def read_buffers_csv(path: str | os.PathLike):
                 raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}:{line}: lower, upper and size "
                                                      f"must be integers, got {row[1:4]}",
                                 tensor=row[0]) from None
+            for name, v in zip(("lower", "upper", "size"), values):
+                if v > 2**63 - 1:  # the arrays are int64
+                    raise PlanError("ALLOCATION_OVERFLOW", f"{os.fspath(path)}:{line}: {name} = {v} "
+                                                           f"does not fit in 63 bits", tensor=row[0])
             if min(values) < 0 or values[0] > values[1]:
                 raise PlanError("INVALID_IR_SHAPES", f"{os.fspath(path)}:{line}: need "
                                                      f"0 <= lower <= upper and size >= 0, got {row[1:4]}",

@@ -11,8 +11,8 @@ import numpy as np
 
 from . import _core
 from .determinism import check_determinism_args
-from .errors import PlanError, U64_MAX, is_int
-from .graph import ROLES, Graph, load_graph
+from .errors import PlanError, U64_MAX, is_int, is_text
+from .graph import ROLES, Graph, load_graph, out_of_memory
 from .shapes import resolve
 from .sharding import shard_graph
 
@@ -80,8 +80,8 @@ def check_arena_config(arenas: Any) -> dict:
     if not isinstance(arenas, Mapping):
         raise PlanError("INVALID_IR_SHAPES", f"arenas must map arena names to configs, got {arenas!r}")
     for name in arenas:
-        if not isinstance(name, str) or not name:
-            raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty strings, got {name!r}")
+        if not is_text(name) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"arena names must be non-empty UTF-8 strings, got {name!r}")
     out = {}
     for name in sorted(arenas):
         cfg = arenas[name] if arenas[name] is not None else {}
@@ -129,9 +129,9 @@ def check_role_arenas(role_arenas: Any) -> dict:
         if role not in ROLES:
             raise PlanError("INVALID_IR_SHAPES", f"role_arenas: unknown role {role!r} (expected one of "
                                                  f"{', '.join(ROLES)})")
-        if not isinstance(name, str) or not name:
-            raise PlanError("INVALID_IR_SHAPES", f"role_arenas[{role!r}] must be a non-empty arena name, "
-                                                 f"got {name!r}", arena=name if isinstance(name, str) else None)
+        if not is_text(name) or not name:
+            raise PlanError("INVALID_IR_SHAPES", f"role_arenas[{role!r}] must be a non-empty UTF-8 arena "
+                                                 f"name, got {name!r}", arena=name if is_text(name) else None)
         out[ROLES.index(role)] = name
     return out
 
@@ -177,8 +177,11 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     roles = check_role_arenas(role_arenas)
     token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
     g = graph_to_plan(graph, rank, world_size, spec)
-    core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
-                      default_alignment, config, roles, token or b"", rank, world_size, spec)
+    try:
+        core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
+                          default_alignment, config, roles, token or b"", rank, world_size, spec)
+    except MemoryError:  # std::bad_alloc from the core: the host's memory, not the plan's
+        raise out_of_memory(g, "planning") from None
     options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
                "alignment": default_alignment, "arenas": config,
                "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}

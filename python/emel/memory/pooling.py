@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from .errors import PlanError, U64_MAX, is_int
 from .planning import Plan
 
 POLICIES = ("exact", "best_fit")
@@ -33,19 +34,30 @@ class PoolingAllocator:
                  alignment: int = 64):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-        if not isinstance(max_per_size, int) or max_per_size < 0:
+        if not is_int(max_per_size) or not 0 <= max_per_size <= U64_MAX:
             raise ValueError(f"max_per_size must be an integer >= 0, got {max_per_size!r}")
-        if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+        if not is_int(alignment) or alignment < 1 or alignment & (alignment - 1) or alignment > U64_MAX:
             raise ValueError(f"alignment must be a power of two, got {alignment!r}")
         self.policy = policy
         self._core = _core.PoolingAllocator(policy, max_per_size, alignment)
 
     def allocate(self, nbytes: int) -> int:
-        return self._core.allocate(nbytes)
+        """A buffer of ``nbytes``: its address. PlanError ``INVALID_ARGUMENT`` for
+        a size that is not an integer in [0, 2^64), ``ALLOCATION_FAILED`` when
+        the host refuses it."""
+        if not is_int(nbytes) or not 0 <= nbytes <= U64_MAX:
+            raise PlanError("INVALID_ARGUMENT", f"allocate: nbytes must be an integer in [0, 2^64), "
+                                                f"got {nbytes!r}")
+        try:
+            return self._core.allocate(nbytes)
+        except MemoryError:
+            raise PlanError("ALLOCATION_FAILED", f"allocate: the host could not allocate {nbytes} bytes "
+                                                 f"(aligned and rounded by the pool)") from None
 
     def free(self, address: int) -> None:
-        if not self._core.free(address):
-            raise ValueError(f"address {address:#x} is not a live allocation of this pool")
+        if not is_int(address) or not 0 <= address <= U64_MAX or not self._core.free(address):
+            raise PlanError("INVALID_ARGUMENT", f"free: address {address!r} is not a live allocation "
+                                                f"of this pool")
 
     def trim(self) -> None:
         """Give the pooled memory back to the host."""

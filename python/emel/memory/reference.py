@@ -40,7 +40,7 @@ from heapq import heappop, heappush
 
 from . import determinism
 from .cbor import dumps as cbor_dumps
-from .errors import PlanError, U64_MAX, is_int
+from .errors import PlanError, U64_MAX, is_int, is_text
 from .shapes import resolve as _resolve_symbolic_dims
 from .sharding import shard_graph
 
@@ -193,7 +193,7 @@ def check_arena_config(arenas=None, alignment=None):
     if not isinstance(arenas, Mapping):   # any mapping, as the API takes
         raise _bad(f"arenas= must map arena names to settings, got {_kind(arenas)}")
     for name in arenas:
-        if not isinstance(name, str) or not name:
+        if not is_text(name) or not name:
             raise _bad(f"arenas= keys must be non-empty arena names, got {name!r}")
     for name in sorted(arenas):
         settings = arenas[name]
@@ -251,7 +251,7 @@ def check_role_arenas(role_arenas=None):
         name = role_arenas[role]
         if role not in ROLES:
             raise _bad(f"role_arenas=: unknown role {role!r} (expected one of {', '.join(ROLES)})")
-        if not isinstance(name, str) or not name:
+        if not is_text(name) or not name:
             raise _bad(f"role_arenas[{role!r}] must be a non-empty arena name, got {_kind(name)} {name!r}",
                        arena=name if isinstance(name, str) else None)
         result[role] = name
@@ -323,7 +323,7 @@ def _check_string_list(value, what, **where):
     if not isinstance(value, list):
         raise _bad(f"{what} must be a list of tensor ids, got {_kind(value)}", **where)
     for j, item in enumerate(value):
-        if not isinstance(item, str):
+        if not is_text(item):
             raise _bad(f"{what}[{j}] must be a string, got {_kind(item)} {item!r}", **where)
     return value
 
@@ -336,7 +336,7 @@ def _check_tensor_shape(k, t):
     if not isinstance(t, dict):
         raise _bad(f"{where} must be an object, got {_kind(t)}")
     tid = t.get("id")
-    if not isinstance(tid, str) or not tid:
+    if not is_text(tid) or not tid:
         raise _bad(f"{where}.id must be a non-empty string, got {_kind(tid)} {tid!r}")
     where = f"tensor {tid!r}"
     name = {"tensor": tid}
@@ -348,7 +348,7 @@ def _check_tensor_shape(k, t):
         _check_uint(dim, lambda: f"{where}: shape[{j}]", **name)
 
     dtype = t.get("dtype")
-    if not isinstance(dtype, str) or not dtype:
+    if not is_text(dtype) or not dtype:
         raise _bad(f"{where}: dtype must be a non-empty string, got {_kind(dtype)} {dtype!r}", **name)
 
     role = t.get("role")
@@ -360,7 +360,7 @@ def _check_tensor_shape(k, t):
         _check_uint(nbytes, f"{where}: nbytes", **name)
 
     arena = t.get("arena")
-    if arena is not None and (not isinstance(arena, str) or not arena):
+    if arena is not None and (not is_text(arena) or not arena):
         raise _bad(f"{where}: arena must be a non-empty string, got {_kind(arena)} {arena!r}", **name)
 
     alignment = t.get("alignment")
@@ -383,7 +383,7 @@ def _check_tensor_shape(k, t):
             raise _bad(f"{where}: view_of must be an object {{base, byte_offset}}, got {_kind(view_of)}",
                        **name)
         base = view_of.get("base")
-        if not isinstance(base, str):
+        if not is_text(base):
             raise _bad(f"{where}: view_of.base must be a tensor id (a string), got {_kind(base)} {base!r}",
                        **name)
         byte_offset = view_of.get("byte_offset")
@@ -401,11 +401,11 @@ def _check_node_shape(k, n):
     if not isinstance(n, dict):
         raise _bad(f"{where} must be an object, got {_kind(n)}")
     nid = n.get("id")
-    if not isinstance(nid, str) or not nid:
+    if not is_text(nid) or not nid:
         raise _bad(f"{where}.id must be a non-empty string, got {_kind(nid)} {nid!r}")
     where = f"node {nid!r}"
     op = n.get("op")
-    if not isinstance(op, str):
+    if not is_text(op):
         raise _bad(f"{where}: op must be a string, got {_kind(op)} {op!r}", node=nid)
     for key in ("inputs", "outputs"):
         value = n.get(key)
@@ -431,7 +431,7 @@ def _check_document_shape(document):
             raise _bad(f"the document's {key!r} must be a list, got {_kind(document.get(key))}")
     for key in ("name", "source"):
         value = document.get(key)
-        if value is not None and not isinstance(value, str):
+        if value is not None and not is_text(value):
             raise _bad(f"the document's {key!r} must be a string, got {_kind(value)}")
     for k, t in enumerate(document["tensors"]):
         _check_tensor_shape(k, t)

@@ -147,6 +147,9 @@ class ShapeEnvelope(Mapping):
         return ShapeEnvelope(bounds)
 
 
+_INT = {int}
+
+
 def envelope_of_tensors(tensors) -> ShapeEnvelope:
     """The envelope declared by the symbolic dimensions of ``tensors``.
 
@@ -158,6 +161,8 @@ def envelope_of_tensors(tensors) -> ShapeEnvelope:
     bounds: dict[str, tuple[int, int, str | None]] = {}
     for t in tensors:
         if not isinstance(t, dict) or not isinstance(t.get("shape"), list):
+            continue
+        if set(map(type, t["shape"])) <= _INT:  # fast: most tensors have only integer dims
             continue
         symbolic = [dim for dim in t["shape"] if is_symbolic(dim)]
         if not symbolic:

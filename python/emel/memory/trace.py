@@ -10,6 +10,7 @@ any difference between them is a difference between the plans.
 from __future__ import annotations
 
 import gzip
+import zlib
 import json
 
 from . import cbor
@@ -80,11 +81,21 @@ def encode(records: list[dict], name: str) -> bytes:
 
 def parse(data: bytes) -> list[dict]:
     """Records from JSON Lines or CBOR bytes, gzipped or not (JSON Lines when
-    it starts with ``{``, else CBOR)."""
+    it starts with ``{``, else CBOR). Bytes that are not a trace raise
+    ValueError (cbor.CBORError is one)."""
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as e:  # truncated or corrupt
+            raise ValueError(f"not a readable gzip stream: {e}") from None
     if data[:1] == b"{":
-        return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        try:
+            records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        except RecursionError:
+            raise ValueError("JSON nested too deeply to be a trace record") from None
+        if not all(isinstance(r, dict) for r in records):
+            raise ValueError("every line of a JSON Lines trace must be an object")
+        return records
     records = cbor.loads(data)
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise cbor.CBORError("a CBOR trace is an array of maps")

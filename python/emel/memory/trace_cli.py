@@ -57,9 +57,25 @@ def record(args) -> int:
     return 0
 
 
+def _check_header(header: dict) -> None:
+    """The fields replan_records reads, with the types it needs (ValueError)."""
+    arenas = header.get("arenas")
+    if not isinstance(arenas, dict) or not all(
+            isinstance(a, dict) and all(k in a for k in _ARENA_FIELDS) for a in arenas.values()):
+        raise ValueError(f"the header's 'arenas' must map names to objects with "
+                         f"{', '.join(_ARENA_FIELDS)}; got {arenas!r:.200}")
+    for key, kind in (("mode", str), ("strategy", str), ("rank", int), ("world_size", int)):
+        if not isinstance(header.get(key), kind) or isinstance(header.get(key), bool):
+            raise ValueError(f"the header's {key!r} must be a {kind.__name__}, got {header.get(key)!r:.200}")
+
+
+_ARENA_FIELDS = ("alignment", "capacity_bytes", "page_size", "persistent")
+
+
 def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit="best",
                    time_budget_ms=200) -> list[dict]:
     """The trace of ``graph`` planned as ``header`` (an allocation_header) says."""
+    _check_header(header)
     arenas = {name: {"alignment_bytes": a["alignment"], "capacity_bytes": a["capacity_bytes"],
                      "page_size": a["page_size"], "persistent": a["persistent"]}
               for name, a in header["arenas"].items()}

@@ -75,7 +75,46 @@ void wipe(uint8_t* p, uint64_t n) {
 #endif
 }
 
+// A zero-filled buffer of `size` bytes aligned to `align`, or nullptr. Large
+// ones are anonymous mappings: the kernel hands out zero pages as they are
+// touched, so a huge arena costs nothing until used. Small ones come from the
+// heap and are cleared: earlier owners' bytes must not reach buffer() or the
+// data digest of commit().
+uint8_t* zeroed_buffer(uint64_t size, uint64_t align, uint64_t& mapped) {
+    mapped = 0;
+    if (align > SIZE_MAX || size > SIZE_MAX) return nullptr;
+#if defined(__linux__)
+    const uint64_t page = 4096;
+    if (size >= 2 * kHugePage && align % page == 0 && size <= SIZE_MAX - align - page) {
+        const uint64_t length = (size + page - 1) / page * page;
+        void* raw = mmap(nullptr, length + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) return nullptr;
+        const auto start = reinterpret_cast<uintptr_t>(raw);
+        const uintptr_t aligned = (start + align - 1) / align * align;
+        if (aligned > start) munmap(raw, aligned - start);  // trim to the alignment
+        const uintptr_t tail = aligned + length, end = start + length + align;
+        if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+        mapped = length;
+        return reinterpret_cast<uint8_t*>(aligned);
+    }
+#endif
+    void* p = nullptr;
+    if (posix_memalign(&p, static_cast<size_t>(align), static_cast<size_t>(size)) != 0) return nullptr;
+    std::memset(p, 0, static_cast<size_t>(size));
+    return static_cast<uint8_t*>(p);
+}
+
 }  // namespace
+
+void release_buffer(ArenaBuffer& b) {
+#if defined(__linux__)
+    if (b.mapped) {
+        munmap(b.base, static_cast<size_t>(b.mapped));
+        return;
+    }
+#endif
+    std::free(b.base);
+}
 
 EngineError::EngineError(std::string code_, std::string message_, std::string tensor_,
                          std::string node_, std::string arena_)
@@ -99,7 +138,7 @@ ArenaMemory::~ArenaMemory() {
     for (auto& a : arenas) {
         if (!a.owned) continue;
         if (wipe_on_release) wipe(a.base, a.size);
-        std::free(a.base);
+        release_buffer(a);
     }
 }
 
@@ -188,11 +227,9 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
         if (a.size == 0) {
             b.base = g_empty_arena;
         } else {
-            void* p = nullptr;
             const uint64_t align = allocation_alignment(b.alignment, a.size);
-            if (align > SIZE_MAX || a.size > SIZE_MAX ||
-                posix_memalign(&p, static_cast<size_t>(align), static_cast<size_t>(a.size)) != 0 ||
-                p == nullptr) {
+            uint8_t* p = zeroed_buffer(a.size, align, b.mapped);
+            if (p == nullptr) {
                 ++ledger_.allocation_failures;
                 throw EngineError("ALLOCATION_FAILED",
                                   "the host could not allocate " + std::to_string(a.size) +
@@ -201,7 +238,7 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
                                   {}, {}, a.name);
             }
             advise_huge_pages(p, a.size);
-            b.base = static_cast<uint8_t*>(p);
+            b.base = p;
             b.owned = true;
         }
         memory->arenas.push_back(std::move(b));
@@ -217,15 +254,8 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
     refresh_ledger();
     ledger_.peak_bytes = std::max(ledger_.peak_bytes, old_bytes + ledger_.bytes_allocated);
 
-    // 5. Zero. Outside standard mode the whole buffer, padding included.
-    if (zero_tensors) {
-        if (options_.execution_mode != ExecutionMode::Standard) {
-            for (auto& b : memory_->arenas)
-                if (b.owned) std::memset(b.base, 0, b.size);
-        } else {
-            zero_all();
-        }
-    }
+    // 5. Zero (ZeroTensor_v1): already done, as every new buffer is zero-filled
+    // whole (zeroed_buffer), whatever zero_tensors says.
     history_.push_back(ledger_);
 }
 

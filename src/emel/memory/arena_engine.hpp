@@ -57,7 +57,11 @@ struct ArenaBuffer {
     uint64_t alignment = 64;  // of the base address: max(arena alignment, 64)
     uint8_t* base = nullptr;  // never null, even for an empty arena
     bool owned = false;       // false for an empty arena (static placeholder)
+    uint64_t mapped = 0;      // bytes of an anonymous mapping at base (0: from the heap)
 };
+
+// Gives an owned buffer back (munmap or free, as it was taken).
+void release_buffer(ArenaBuffer& b);
 
 struct ArenaMemory {
     std::vector<ArenaBuffer> arenas;   // plan order (arena name order)

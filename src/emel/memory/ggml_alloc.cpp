@@ -247,7 +247,12 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
 }
 
 TensorAllocator::TensorAllocator(uint64_t buffer_size, uint64_t alignment)
-    : size_(buffer_size), alignment_(alignment) {}
+    : size_(buffer_size), alignment_(alignment) {
+    // alloc() divides by the alignment: 0 would be SIGFPE, not an error
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+        throw PlanError(ErrorCode::AlignmentViolation,
+                        "buffer type alignment must be a power of two, got " + std::to_string(alignment));
+}
 
 uint64_t TensorAllocator::alloc(uint64_t size, const std::string& who) {
     const uint64_t padded = size + (alignment_ - size % alignment_) % alignment_;

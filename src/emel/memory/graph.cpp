@@ -117,9 +117,13 @@ GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     auto csr = [&](const uint64_t* start, const uint64_t* index, const char* what,
                    std::vector<std::string>& flat, std::vector<uint64_t>& flat_start) {
         if (start[0] != 0) bad(std::string(what) + " offsets must start at 0");
+        // All offsets first: callers bound only start[N] by the index array's
+        // length, which holds for every start[j] only when none decreases.
+        for (size_t j = 0; j < N; ++j)
+            if (start[j + 1] < start[j]) bad(std::string(what) + " offsets must not decrease (node " + std::to_string(j) + ")");
+        if (index == nullptr && start[N] != 0) bad(std::string(what) + ": no index array but offsets end at " + std::to_string(start[N]));
         flat_start.assign(1, 0);
         for (size_t j = 0; j < N; ++j) {
-            if (start[j + 1] < start[j]) bad(std::string(what) + " offsets must not decrease (node " + std::to_string(j) + ")");
             for (uint64_t k = start[j]; k < start[j + 1]; ++k) {
                 if (index[k] >= T)
                     throw PlanError(ErrorCode::InvalidIrShapes,

@@ -2,6 +2,7 @@
 #include "emel/memory/graph_allocator.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "emel/memory/checked_math.hpp"
 #include "emel/memory/errors.hpp"
@@ -13,6 +14,56 @@ namespace {
 std::string label(const Graph& g, int32_t t) {
     const std::string& name = g.tensors[static_cast<size_t>(t)].name;
     return name.empty() ? "#" + std::to_string(t) : name;
+}
+
+// ggml's "same layout" implies the same size; a tag shared by tensors of
+// different sizes would let a big node take a small parent's place.
+void check_layouts(const Graph& g) {
+    std::map<uint64_t, int32_t> first;  // layout -> first tensor with it
+    for (int32_t t = 0; t < static_cast<int32_t>(g.tensors.size()); ++t) {
+        const Tensor& x = g.tensors[static_cast<size_t>(t)];
+        const int32_t f = first.emplace(x.layout, t).first->second;
+        const Tensor& y = g.tensors[static_cast<size_t>(f)];
+        if (y.size != x.size)
+            throw PlanError(ErrorCode::InvalidIrShapes,
+                            "tensor '" + label(g, t) + "': same layout as '" + label(g, f) + "' but " +
+                                std::to_string(x.size) + " bytes, not " + std::to_string(y.size),
+                            label(g, t));
+    }
+}
+
+// No tensor may reach itself through src / view_src: in-place chains follow
+// src edges, and a cycle there never ends (iterative DFS, graphs can be deep).
+void check_acyclic(const Graph& g) {
+    const size_t T = g.tensors.size();
+    std::vector<uint8_t> state(T, 0);  // 0 new, 1 on the stack, 2 done
+    std::vector<std::pair<int32_t, int>> stack;  // (tensor, next edge: src 0..9, then view_src)
+    for (size_t root = 0; root < T; ++root) {
+        if (state[root]) continue;
+        state[root] = 1;
+        stack.emplace_back(static_cast<int32_t>(root), 0);
+        while (!stack.empty()) {
+            auto& [t, e] = stack.back();
+            const Tensor& x = g.tensors[static_cast<size_t>(t)];
+            if (e > kMaxSrc) {
+                state[static_cast<size_t>(t)] = 2;
+                stack.pop_back();
+                continue;
+            }
+            const int32_t next = e < kMaxSrc ? x.src[e] : x.view_src;
+            ++e;
+            if (next < 0) continue;
+            if (state[static_cast<size_t>(next)] == 1)
+                throw PlanError(ErrorCode::LivenessCycle,
+                                "tensor '" + label(g, next) + "' depends on itself (through '" +
+                                    label(g, t) + "')",
+                                label(g, next));
+            if (state[static_cast<size_t>(next)] == 0) {
+                state[static_cast<size_t>(next)] = 1;
+                stack.emplace_back(next, 0);
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -47,6 +98,8 @@ void check_graph(const Graph& g) {
     };
     check_list(g.nodes, "nodes");
     check_list(g.leafs, "leafs");
+    check_layouts(g);
+    check_acyclic(g);
 }
 
 void build_forward_expand(Graph& g, int32_t tensor) {
