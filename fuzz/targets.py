@@ -38,11 +38,7 @@ STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
 DETERMINISTIC = ("tmmu", "greedy_by_size", "best_fit")
 
 #: Input classes filed elsewhere: the driver counts them as "known", not as bugs.
-KNOWN = {
-    # Issue 11 (the lead fixes the placement search): place() / emel_place with
-    # auto or optimal hangs when no row is ever live (every lower == upper).
-    "place-all-rows-empty": "issue 11: auto/optimal place() hangs when every row is empty",
-}
+KNOWN: dict = {}
 
 
 class Wrong(AssertionError):
@@ -179,14 +175,6 @@ def gen_place(rng):
     return case
 
 
-def _rows_all_empty(lower, upper) -> bool:
-    """Every row empty (lower == upper), as place() would read the arrays."""
-    try:
-        lo, hi = np.asarray(lower), np.asarray(upper)
-        return lo.ndim == 1 and lo.shape == hi.shape and lo.size > 0 and bool(np.all(lo == hi))
-    except (ValueError, TypeError, OverflowError):
-        return False
-
 
 def run_place(case):
     args = []
@@ -198,8 +186,6 @@ def run_place(case):
             except (ValueError, TypeError, OverflowError):
                 pass
         args.append(v)
-    if case["strategy"] in ("auto", "optimal") and _rows_all_empty(args[0], args[1]):
-        return "known"  # KNOWN["place-all-rows-empty"] (issue 11)
     try:
         p = mm.place(*args, strategy=case["strategy"], alignment=case["alignment"], fit=case["fit"],
                      time_budget_ms=case["budget"], capacity=case["capacity"])
@@ -223,6 +209,10 @@ def _check_placement(lower, upper, size, p, alignment):
         return -(-x // a) * a
 
     for i in range(len(off)):
+        if lo[i] == hi[i]:  # never live: holds no bytes, offset 0 (docs/strategies.md §6)
+            if off[i] != 0:
+                raise Wrong(f"row {i}: never live but offset {off[i]}")
+            continue
         if off[i] % a or off[i] + up(sz[i]) > p.size:
             raise Wrong(f"row {i}: offset {off[i]} misaligned or past the size {p.size}")
         for j in range(i):
@@ -577,13 +567,10 @@ def run_capi(case):
             elif kind == "place":
                 lower, upper, size, strategy, align, budget = args
                 k = len(lower)
-                if strategy in (3, 4) and k and lower == upper:
-                    s = 0  # KNOWN["place-all-rows-empty"] (issue 11): not run
-                else:
-                    arr = lambda v: (ctypes.c_uint64 * max(k, 1))(*v)  # noqa: E731
-                    out = (ctypes.c_uint64 * max(k, 1))()
-                    s = lib.emel_place(arr(lower), arr(upper), arr(size), S(k), ctypes.c_int(strategy),
-                                       U64(align), U64(budget), out, None)
+                arr = lambda v: (ctypes.c_uint64 * max(k, 1))(*v)  # noqa: E731
+                out = (ctypes.c_uint64 * max(k, 1))()
+                s = lib.emel_place(arr(lower), arr(upper), arr(size), S(k), ctypes.c_int(strategy),
+                                   U64(align), U64(budget), out, None)
             elif kind == "arrays":
                 starts, null_index, index = args
                 s = _c_from_arrays(lib, starts, null_index, index)
