@@ -12,6 +12,8 @@ from .placement import Placement, place, read_buffers_csv
 from .checkpoint import CheckpointError, restore
 from .arenas import Arenas, verify_execution
 from .pooling import PoolingAllocator
+from .reorder import reorder
+from .remat import remat
 
 
 def from_torch(model, example_inputs, training=False, **kwargs):
@@ -31,5 +33,5 @@ __all__ = [
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
     "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
     "Arenas", "verify_execution", "PoolingAllocator",
-    "CheckpointError", "restore",
+    "CheckpointError", "restore", "reorder", "remat",
 ]

@@ -158,8 +158,8 @@ class LiveBytes:
         death[self.pinned] = last
         return birth, death
 
-    def peaks(self, pos: np.ndarray) -> tuple[np.ndarray, int]:
-        """Per-arena peak of live bytes (arena order: ``self.arenas``) and the area."""
+    def live(self, pos: np.ndarray) -> np.ndarray:
+        """Live bytes per arena (rows: ``self.arenas``) per step (columns)."""
         birth, death = self.lifetimes(pos)
         width = self.n + 1
         n_arenas = len(self.arenas)
@@ -174,10 +174,12 @@ class LiveBytes:
             np.add.at(diff, self.arena * width + birth, self.size.astype(object))
             np.subtract.at(diff, self.arena * width + death + 1, self.size.astype(object))
             live = np.cumsum(diff.reshape(n_arenas, width), axis=1)
-        peaks = live[:, :max(self.n, 1)].max(axis=1) if self.n else np.zeros(n_arenas, dtype=np.int64)
-        if self.n == 0:
-            peaks = np.array([int(self.size[self.arena == a].sum()) for a in range(n_arenas)])
-        return peaks, int(live.sum())
+        return live[:, :max(self.n, 1)]
+
+    def peaks(self, pos: np.ndarray) -> tuple[np.ndarray, int]:
+        """Per-arena peak of live bytes (arena order: ``self.arenas``) and the area."""
+        live = self.live(pos)
+        return live.max(axis=1), int(live.sum())
 
     def bounds(self, order: list[str] | None = None) -> dict[str, int]:
         """The per-arena lower bound (docs/algorithm.md §7) for ``order``
