@@ -13,7 +13,7 @@ from math import prod
 from typing import Callable
 
 from .graph import Graph, tensor_bytes
-from .reorder import VIEW_OPS
+from .reorder import is_view_op
 from .shapes import concrete_shape
 
 #: Matrix products: 2 x output elements x the contracted dimension (+ the bias add).
@@ -34,7 +34,7 @@ def _base_op(op: str) -> str:
 def flops_or_bytes(node: dict, tensors: dict[str, dict]) -> int:
     """The default cost model (module docstring). ``tensors``: id -> entry."""
     op = node["op"]
-    if op in VIEW_OPS:
+    if is_view_op(op):
         return 0
     ins = [tensors[t] for t in node["inputs"]]
     outs = [tensors[t] for t in node["outputs"]]

@@ -31,7 +31,7 @@ import numpy as np
 from .cost_model import cost_function
 from .errors import PlanError, U64_MAX, is_int
 from .graph import Graph, load_graph
-from .reorder import UNITS_PER_MS, VIEW_OPS, LiveBytes, _order_of
+from .reorder import UNITS_PER_MS, LiveBytes, _order_of, is_view_op
 
 #: Ops whose result changes from run to run: never recomputed.
 RANDOM_OPS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "randperm",
@@ -118,7 +118,7 @@ def candidates(graph: Any, cost="flops") -> list[Unit]:
     for nid in order:
         n = nodes[nid]
         for tid in n["outputs"]:
-            if root[tid] == tid or n["op"] not in VIEW_OPS:
+            if root[tid] == tid or not is_view_op(n["op"]):
                 writers.setdefault(root[tid], []).append(nid)
     backward_reads = {tid for nid in order if nodes[nid].get("phase") == "backward"
                       for tid in nodes[nid]["inputs"]}
@@ -355,20 +355,12 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
     work = min(time_budget_ms, 2**40) * UNITS_PER_MS
     chosen: list[Unit] = []
     peak, flat, lb, where = bound_state(g)
-    target = budget_bytes
-    best = (before, [], g, base)            # smallest placed arena seen
+    best = (before, [])                     # smallest placed arena seen, and its units
     fit = None
-    while True:
-        if peak <= target:
-            h = rewrite(g, chosen)
-            p = place(h)
-            size = _arena_size(p, arena)
-            if size < best[0]:
-                best = (size, list(chosen), h, p)
-            if size <= budget_bytes:
-                fit = (list(chosen), h, p)
-                break
-            target = peak - (size - budget_bytes)  # placement overhead: aim lower
+    while fit is None:
+        # Candidates: units not chosen whose saved storage is live at the peak,
+        # cheapest recompute per saved byte first; take the first that lowers
+        # the peak (or the number of steps at it).
         pos, at = where
         birth, death = lb.lifetimes(pos)
         slot = {lb.graph.tensors[i]["id"]: r for i, r in lb.storage_slot.items()}
@@ -388,12 +380,15 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
                 break
         if not moved:
             break
+        # Verify with the real placement (in-place reuse can put it below the bound).
+        h = rewrite(g, chosen)
+        p = place(h)
+        size = _arena_size(p, arena)
+        if size < best[0]:
+            best = (size, list(chosen))
+        if size <= budget_bytes:
+            fit = (list(chosen), h, p)
     if fit is None:
-        if chosen and best[1] != chosen:  # the last state was never placed
-            h = rewrite(g, chosen)
-            p = place(h)
-            if _arena_size(p, arena) < best[0]:
-                best = (_arena_size(p, arena), list(chosen), h, p)
         raise PlanError(
             "ARENA_TOO_SMALL",
             f"remat cannot fit arena {arena!r} of graph {g.name!r} in {budget_bytes} bytes: the "

@@ -28,17 +28,22 @@ from .errors import PlanError
 from .graph import Graph, load_graph, tensor_bytes
 from .shapes import concrete_shape
 
-#: ATen ops that only alias their input (no write): making one of them never
-#: orders a node against the readers of its storage. Any other node whose
-#: output is an alias (``relu_``, ``add_``) is treated as a write.
+#: ATen ops that only alias their input (no write), by base name (``t``,
+#: ``t.default``, ``transpose.int`` all match): making one of them never orders
+#: a node against the readers of its storage. Any other node whose output is
+#: an alias (``relu_``, ``add_``) is treated as a write.
 VIEW_OPS = frozenset((
-    "view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose.int", "transpose",
-    "permute", "expand", "slice.Tensor", "slice", "select.int", "select", "unsqueeze",
-    "squeeze", "squeeze.dim", "squeeze.dims", "detach", "alias", "as_strided", "split.Tensor",
-    "split_with_sizes", "unbind.int", "diagonal", "narrow", "unfold", "view_as_real",
+    "view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose", "permute", "expand",
+    "slice", "select", "unsqueeze", "squeeze", "detach", "alias", "as_strided", "split",
+    "split_with_sizes", "unbind", "diagonal", "narrow", "unfold", "view_as_real",
     "view_as_complex", "lift_fresh", "numpy_T", "movedim", "expand_as", "view_as",
-    "unsafe_split.Tensor", "chunk", "reshape_as", "flatten", "unflatten",
+    "unsafe_split", "chunk", "reshape_as", "flatten", "unflatten",
 ))
+
+
+def is_view_op(op: str) -> bool:
+    """``op`` (an ATen name, with or without overload) only makes an alias."""
+    return op.split("::")[-1].split(".")[0] in VIEW_OPS
 
 _PERSISTENT_ROLES = ("parameter", "optimizer_state")
 #: Work units per millisecond of ``time_budget_ms``. One evaluation of an
@@ -244,7 +249,7 @@ class _Constraints:
         for k, node in enumerate(nodes):
             for tid in node["outputs"]:
                 i = index[tid]
-                if root[i] == i or node["op"] not in VIEW_OPS:
+                if root[i] == i or not is_view_op(node["op"]):
                     writes[lb.storage_slot[root[i]]].add(k)
         accessors: list[list[int]] = [[] for _ in range(len(lb.storage))]
         for k in given:
@@ -482,4 +487,4 @@ def optimize_order(g: Graph, mode: str, plan_core: Callable, time_budget_ms: int
     return g, given_core
 
 
-__all__ = ["LiveBytes", "live_bytes_bound", "reorder", "optimize_order", "VIEW_OPS"]
+__all__ = ["LiveBytes", "live_bytes_bound", "reorder", "optimize_order", "VIEW_OPS", "is_view_op"]

@@ -1,0 +1,175 @@
+"""Run an imported PyTorch graph, as rewritten by remat(), with real tensors
+(docs/below-bound.md#checking-a-rewrite-with-pytorch).
+
+``trace_torch`` imports a module like ``from_torch(training=True)`` and keeps
+the ATen program (the ``make_fx`` graph module) behind it. ``run_graph``
+executes an emel graph of that import — the original or a rewrite — node by
+node in its execution order: each emel node runs the ATen call of the fx
+node it is (or, for a ``@remat`` copy, repeats), reading its inputs by the
+*emel* tensor ids the node lists. A tensor is dropped once the graph's last
+reader has run, so a backward node that still read a recomputed original,
+or a replay placed too late, fails instead of silently reusing the value.
+``compare`` runs the fx program itself beside it on the same inputs.
+
+Limits: the check proves the rewritten dataflow computes the same loss and
+gradients for the inputs given (exactly: the same ops run on the same
+values); it does not prove it for every input, nor that a runtime honours
+the plan's addresses (that is :func:`emel.memory.verify_execution`).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+from .graph import Graph
+from .reorder import _order_of
+
+
+@dataclass
+class TorchTrace:
+    graph: Graph        # what from_torch(training=True) returns
+    gm: Any             # the make_fx graph module it was read from
+    inputs: list        # real values for the placeholders: parameters, buffers, inputs
+
+
+def trace_torch(model, example_inputs, *, loss_fn=None, name=None) -> TorchTrace:
+    """``from_torch(model, example_inputs, training=True)`` plus its ATen program."""
+    import torch
+
+    from . import torch_importer
+
+    captured = {}
+    original = torch_importer._graph_from_fx
+
+    def keep(gm, *args, **kwargs):  # see the graph module from_torch reads
+        captured["gm"] = gm
+        return original(gm, *args, **kwargs)
+
+    torch_importer._graph_from_fx = keep
+    try:
+        graph = torch_importer.from_torch(model, example_inputs, training=True, loss_fn=loss_fn,
+                                          name=name)
+    finally:
+        torch_importer._graph_from_fx = original
+    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    leaves = [x for x in torch.utils._pytree.tree_leaves(args) if isinstance(x, torch.Tensor)]
+    values = ([p.detach() for p in model.parameters()] + [b.detach() for b in model.buffers()]
+              + [x.detach() for x in leaves])
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    assert len(names) + len(leaves) == len(values)
+    return TorchTrace(graph=graph, gm=captured["gm"], inputs=values)
+
+
+def _ids_of(trace: TorchTrace) -> dict:
+    """fx node -> {result index (None for a single tensor): emel tensor id}."""
+    import torch
+    nodes = {n["id"]: n for n in trace.graph.nodes}
+    out = {}
+    for fx in trace.gm.graph.nodes:
+        if fx.op != "call_function" or fx.target is operator.getitem or fx.name not in nodes:
+            continue
+        value = fx.meta.get("val")
+        ids = iter(nodes[fx.name]["outputs"])
+        if isinstance(value, torch.Tensor):
+            out[fx] = {None: next(ids)}
+        elif isinstance(value, (list, tuple)):
+            out[fx] = {k: next(ids) for k, v in enumerate(value) if isinstance(v, torch.Tensor)}
+    return out
+
+
+def run_graph(trace: TorchTrace, graph: Graph | None = None, inputs: list | None = None) -> list:
+    """The outputs (loss, gradients) of ``graph`` (default: the import itself)
+    run on ``inputs`` (default: the module's own parameters and example inputs)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    graph = graph or trace.graph
+    original = {n["id"]: n for n in trace.graph.nodes}
+    fx_of = {fx.name: fx for fx in trace.gm.graph.nodes}
+    ids = _ids_of(trace)
+    recompute_of = getattr(graph, "recompute_of", {})
+    inputs = [x.clone() for x in (inputs if inputs is not None else trace.inputs)]
+    placeholders = [fx for fx in trace.gm.graph.nodes if fx.op == "placeholder"]
+    fixed = dict(zip(placeholders, inputs))          # placeholders and constants, by fx node
+    for fx in trace.gm.graph.nodes:
+        if fx.op == "get_attr":
+            fixed[fx] = getattr(trace.gm, fx.target)
+    env: dict[str, Any] = {t["id"]: v for t, v in zip(trace.graph.tensors, inputs)}
+    # Placeholders are the first tensors of the import, in order; they stay.
+    order = _order_of(graph)
+    nodes = {n["id"]: n for n in graph.nodes}
+    last_read = {}
+    for s, nid in enumerate(order):
+        for tid in nodes[nid]["inputs"]:
+            last_read[tid] = s
+    keep = set(graph.outputs) | {t["id"] for t in trace.graph.tensors[:len(inputs)]}
+    scalars = {}                                     # fx nodes with no tensor result
+
+    def value_of(a, rename):
+        if a in fixed:
+            return fixed[a]
+        if a.target is operator.getitem and a.args[0] in ids:
+            tid = ids[a.args[0]][a.args[1]]
+            return env[rename.get(tid, tid)]
+        if a in ids and None in ids[a]:
+            tid = ids[a][None]
+            return env[rename.get(tid, tid)]
+        if a not in scalars:                         # not in the emel graph: no tensor inputs
+            scalars[a] = a.target(*tree_map(lambda x: value_of(x, rename) if isinstance(
+                x, torch.fx.Node) else x, a.args), **a.kwargs)
+        return scalars[a]
+
+    with torch.no_grad():
+        for s, nid in enumerate(order):
+            node = nodes[nid]
+            orig = original[recompute_of.get(nid, nid)]
+            fx = fx_of[orig["id"]]
+            rename = dict(zip(orig["inputs"], node["inputs"]))
+            missing = [t for t in node["inputs"] if t not in env]
+            if missing:
+                raise KeyError(f"node {nid!r} (step {s}) reads {missing[0]!r}, which is not live")
+            args = tree_map(lambda x: value_of(x, rename) if isinstance(x, torch.fx.Node) else x,
+                            fx.args)
+            kwargs = tree_map(lambda x: value_of(x, rename) if isinstance(x, torch.fx.Node) else x,
+                              fx.kwargs)
+            result = fx.target(*args, **kwargs)
+            out_rename = dict(zip(orig["outputs"], node["outputs"]))
+            for k, tid in ids.get(fx, {}).items():
+                env[out_rename.get(tid, tid)] = result if k is None else result[k]
+            if fx not in ids:
+                scalars[fx] = result
+            for tid in node["inputs"]:
+                if last_read.get(tid) == s and tid not in keep:
+                    env.pop(tid, None)
+        out_node = next(fx for fx in trace.gm.graph.nodes if fx.op == "output")
+        return [value_of(a, {}) if isinstance(a, torch.fx.Node) else a
+                for a in torch.utils._pytree.tree_leaves(out_node.args[0])]
+
+
+def reference_outputs(trace: TorchTrace, inputs: list | None = None) -> list:
+    """The fx program's own outputs on the same inputs (clones: buffers may change)."""
+    import torch
+    values = [x.clone() for x in (inputs if inputs is not None else trace.inputs)]
+    with torch.no_grad():
+        return list(torch.utils._pytree.tree_leaves(trace.gm(*values)))
+
+
+def compare(trace: TorchTrace, graph: Graph, inputs: list | None = None) -> float:
+    """Largest absolute difference between ``graph``'s outputs and the fx
+    program's (0.0 when bit-identical); raises if their count or shapes differ."""
+    mine = run_graph(trace, graph, inputs)
+    theirs = reference_outputs(trace, inputs)
+    if len(mine) != len(theirs):
+        raise AssertionError(f"{len(mine)} outputs, expected {len(theirs)}")
+    worst = 0.0
+    for a, b in zip(mine, theirs):
+        if a is None or b is None:
+            if a is not b:
+                raise AssertionError("an output is None on one side only")
+            continue
+        if a.shape != b.shape:
+            raise AssertionError(f"output shape {tuple(a.shape)} != {tuple(b.shape)}")
+        worst = max(worst, float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
+    return worst
