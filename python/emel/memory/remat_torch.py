@@ -32,6 +32,23 @@ class TorchTrace:
     graph: Graph        # what from_torch(training=True) returns
     gm: Any             # the make_fx graph module it was read from
     inputs: list        # real values for the placeholders: parameters, buffers, inputs
+    n_inputs: int = 0   # how many of them (at the end) are the model's inputs
+
+    def random_inputs(self, seed: int = 0) -> list:
+        """The placeholders with the model's inputs drawn afresh (seeded):
+        floats from a normal distribution, integers (token ids) uniformly
+        below one more than the example's largest value."""
+        import torch
+        gen = torch.Generator().manual_seed(seed)
+        fixed = self.inputs[:len(self.inputs) - self.n_inputs]
+        drawn = []
+        for x in self.inputs[len(fixed):]:
+            if x.is_floating_point():
+                drawn.append(torch.randn(x.shape, generator=gen, dtype=x.dtype))
+            else:
+                high = int(x.max()) + 1 if x.numel() else 1
+                drawn.append(torch.randint(0, max(high, 1), x.shape, generator=gen, dtype=x.dtype))
+        return list(fixed) + drawn
 
 
 def trace_torch(model, example_inputs, *, loss_fn=None, name=None) -> TorchTrace:
@@ -59,7 +76,7 @@ def trace_torch(model, example_inputs, *, loss_fn=None, name=None) -> TorchTrace
               + [x.detach() for x in leaves])
     names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
     assert len(names) + len(leaves) == len(values)
-    return TorchTrace(graph=graph, gm=captured["gm"], inputs=values)
+    return TorchTrace(graph=graph, gm=captured["gm"], inputs=values, n_inputs=len(leaves))
 
 
 def _ids_of(trace: TorchTrace) -> dict:
