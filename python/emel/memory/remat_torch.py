@@ -190,3 +190,92 @@ def compare(trace: TorchTrace, graph: Graph, inputs: list | None = None) -> floa
             raise AssertionError(f"output shape {tuple(a.shape)} != {tuple(b.shape)}")
         worst = max(worst, float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
     return worst
+
+
+# -- PyTorch's partitioner, planned by emel -----------------------------------
+
+def partitioned_graph(model, example_inputs, budget: float | None, *, name: str | None = None,
+                      loss_fn=None) -> Graph:
+    """The training step of ``model`` as AOTAutograd partitions it, as an emel graph.
+
+    ``budget``: ``torch._functorch.config.activation_memory_budget`` for
+    ``min_cut_rematerialization_partition``; ``None`` for ``default_partition``
+    (every activation backward needs is saved, nothing recomputed). The
+    forward and backward graph modules are joined into one program (the
+    backward's saved-tensor placeholders become the forward values they
+    stand for, its tangent becomes ``ones_like(loss)``) and read by the
+    ``from_torch`` importer: forward ops replayed by the backward are
+    backward-phase nodes, the saved set is what the backward reads.
+    """
+    import torch
+    import torch._functorch.config as functorch_config
+    from torch._functorch.aot_autograd import aot_function
+    from torch._functorch.partitioners import (default_partition,
+                                               min_cut_rematerialization_partition)
+    from torch.func import functional_call
+
+    from .torch_importer import _default_loss, _graph_from_fx
+
+    names = [n for n, _ in model.named_parameters()]
+    buffer_names = [n for n, _ in model.named_buffers()]
+    state = names + buffer_names  # buffers are inputs too: batch norm updates them
+    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+
+    def step(*flat):
+        out = functional_call(model, dict(zip(state, flat[:len(state)])), tuple(flat[len(state):]))
+        return (loss_fn or _default_loss)(out)
+
+    captured = {}
+    chosen = default_partition if budget is None else min_cut_rematerialization_partition
+
+    def partition(joint, inputs, **kwargs):
+        fwd, bwd = chosen(joint, inputs, **kwargs)
+        captured.update(fwd=fwd, bwd=bwd, outputs=kwargs["num_fwd_outputs"])
+        return fwd, bwd
+
+    compiled = aot_function(step, fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm,
+                            partition_fn=partition)
+    params = ([p.detach().requires_grad_(True) for p in model.parameters()]
+              + [b.detach().clone() for b in model.buffers()])
+    was_training = model.training
+    model.train(True)
+    try:
+        with functorch_config.patch(activation_memory_budget=1.0 if budget is None else budget):
+            compiled(*params, *args)
+    finally:
+        model.train(was_training)
+    fwd, bwd, n_out = captured["fwd"], captured["bwd"], captured["outputs"]
+
+    joint = torch.fx.Graph()
+    env = {}
+    fwd_outputs = None
+    for node in fwd.graph.nodes:
+        if node.op == "output":
+            fwd_outputs = list(node.args[0])
+            continue
+        env[node] = joint.node_copy(node, lambda a: env[a])
+    user, saved = fwd_outputs[:n_out], fwd_outputs[n_out:]
+    placeholders = [n for n in bwd.graph.nodes if n.op == "placeholder"]
+    benv = {ph: env[s] for ph, s in zip(placeholders, saved)}
+    loss = env[user[0]]
+    for ph in placeholders[len(saved):]:  # the tangent of the loss: ones, like autograd
+        ones = joint.call_function(torch.ops.aten.ones_like.default, (loss,))
+        ones.meta["val"] = ph.meta["val"]
+        benv[ph] = ones
+    grads = None
+    for node in bwd.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            grads = list(node.args[0])
+            continue
+        benv[node] = joint.node_copy(node, lambda a: benv[a])
+    joint.output(tuple([env[u] for u in user] + [benv[g] if g is not None else None for g in grads]))
+    gm = torch.fx.GraphModule(torch.nn.Module(), joint)
+    inputs = [n for n in fwd.graph.nodes if n.op == "placeholder"]
+    input_names = state + [f"input.{i}" for i in range(len(inputs) - len(state))]
+    roles = ["parameter"] * len(state) + ["input"] * (len(inputs) - len(state))
+    label = "default" if budget is None else f"min-cut budget {budget}"
+    return _graph_from_fx(gm, input_names, roles, True, grad_names=names,
+                          name=name or f"{type(model).__name__}-aot-{label}",
+                          source=f"torch {torch.__version__} AOTAutograd {label} partition, joined")
