@@ -41,6 +41,14 @@ def chain(layers=4, width=1 << 18):
     return g
 
 
+def single(units):
+    """The one-group units by node (candidates() also lists longer replays)."""
+    out = {}
+    for u in units:
+        out.setdefault(u.node, u)
+    return out
+
+
 def arena(p):
     return p.arenas["activations"].size
 
@@ -88,7 +96,7 @@ def test_remat_is_deterministic_and_prefers_cheap_recompute():
 
 def test_rewritten_graph_is_e0_with_the_reference():
     g = chain()
-    units = {u.node: u for u in candidates(g)}
+    units = single(candidates(g))
     with pytest.raises(ValueError, match="feed each other"):
         rewrite(g, [units["mm0"], units["mm1"]])  # mm1's replay reads z0, which mm0 recomputes
     h = rewrite(g, [units["mm0"], units["mm2"]])
@@ -132,13 +140,15 @@ def test_random_and_stateful_ops_and_hazards_are_not_recomputed():
     g.nodes[0]["op"] = "native_dropout"
     g.nodes[2]["op"] = "native_batch_norm"
     assert {u.node for u in candidates(g)} == {"mm2", "mm3"}
+    assert {u.nodes for u in candidates(g)} == {  # alone, or mm3's replay joined with mm2's
+        ("relu1", "mm2"), ("relu2", "mm3"), ("relu1", "mm2", "relu2", "mm3")}
     # a kept input overwritten in place later would be replayed with other contents
     # (mm3's replay runs relu2 on the kept z2, which "clobber" overwrites after relu2)
     h = chain()
     h.tensor("z2v", [1 << 18], view_of="z2")
     h.nodes.insert(6, {"id": "clobber", "op": "relu_", "inputs": ["z2"], "outputs": ["z2v"],
                        "phase": "forward"})
-    units = {u.node: u for u in candidates(h)}
+    units = single(candidates(h))
     assert "mm3" not in units
     assert units["mm2"].nodes == ("relu1", "mm2", "clobber")  # the overwrite is replayed too
     assert units["mm1"].nodes == ("relu0", "mm1")     # h0 is not kept: relu0 is replayed too

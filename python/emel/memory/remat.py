@@ -47,6 +47,8 @@ DEFAULT_REMAT_BUDGET_MS = 2000
 _TRIAL_EVALS = 40
 #: The most nodes one unit replays (a saved tensor and the unsaved chain it comes from).
 MAX_CHAIN = 8
+#: The most units one replay joins (see candidates()).
+MERGE_DEPTH = 3
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,35 @@ def candidates(graph: Any, cost="flops") -> list[Unit]:
         units.append(Unit(node=nid, nodes=tuple(group), saved=saved, rooted=frozenset(rooted),
                           inputs=tuple(kept), bytes=nbytes,
                           cost=int(sum(cost_fn(nodes[m], tensors) for m in group)), step=step[nid]))
+    # Longer replays: a unit whose kept input another unit recomputes can be
+    # replayed together with it (both recomputed, the other's inputs kept),
+    # up to MERGE_DEPTH units; adjacent saved tensors then both go.
+    owner = {tid: u for u in units for tid in u.rooted}
+    seen = {u.nodes for u in units}
+    frontier = units
+    for _ in range(MERGE_DEPTH - 1):
+        merged = []
+        for u in frontier:
+            for tid in u.inputs:
+                v = owner.get(tid)
+                if v is None or set(v.nodes) & set(u.nodes):
+                    continue
+                group = tuple(sorted(set(u.nodes) | set(v.nodes), key=step.__getitem__))
+                if group in seen or len(group) > MAX_CHAIN * MERGE_DEPTH:
+                    continue
+                rooted = u.rooted | v.rooted
+                kept = tuple(dict.fromkeys(t for t in v.inputs + u.inputs if t not in rooted))
+                start = step[group[0]]
+                if any(step[w] > start for t in kept for w in writers.get(root[t], ())):
+                    continue
+                seen.add(group)
+                merged.append(Unit(node=u.node, nodes=group,
+                                   saved=tuple(sorted(set(u.saved) | set(v.saved))),
+                                   rooted=rooted, inputs=kept, bytes=u.bytes + v.bytes,
+                                   cost=u.cost + v.cost, step=u.step))
+        merged.sort(key=lambda m: (m.step, m.nodes))
+        units.extend(merged)
+        frontier = merged
     return units
 
 
@@ -352,63 +383,87 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
 
     if before <= budget_bytes:
         return result(g, base, [])
-    work = min(time_budget_ms, 2**40) * UNITS_PER_MS
-    chosen: list[Unit] = []
-    peak, flat, lb, where = bound_state(g)
-    best = (before, [])                     # smallest placed arena seen, and its units
-    fit = None
-    while fit is None:
-        # Candidates: units not chosen whose saved storage is live at the peak,
-        # cheapest recompute per saved byte first; take the first that lowers
-        # the peak (or the number of steps at it).
-        pos, at = where
-        birth, death = lb.lifetimes(pos)
-        slot = {lb.graph.tensors[i]["id"]: r for i, r in lb.storage_slot.items()}
-        live_at_peak = [u for u in units if u not in chosen and not _conflict(u, chosen) and any(
-            birth[slot[r]] <= at <= death[slot[r]] for r in u.saved)]
-        live_at_peak.sort(key=lambda u: (Fraction(u.cost, u.bytes), u.step))
-        moved = False
-        for u in live_at_peak:
-            units_cost = _TRIAL_EVALS * lb.work_per_eval
-            if work < units_cost:
+    work = [min(time_budget_ms, 2**40) * UNITS_PER_MS // len(_PASSES)]
+    trial_cost = _TRIAL_EVALS * bound_state(g)[2].work_per_eval
+
+    def spend() -> bool:
+        if work[0] < trial_cost:
+            return False
+        work[0] -= trial_cost
+        return True
+
+    def greedy(key):
+        """Add units until the placed arena fits; (fit or None, smallest seen)."""
+        chosen: list[Unit] = []
+        peak, flat, lb, where = bound_state(g)
+        best = (before, [])
+        while True:
+            # Units not chosen whose saved storage is live at the peak, in
+            # ``key`` order; take the first that lowers the peak (or the
+            # number of steps at it).
+            pos, at = where
+            birth, death = lb.lifetimes(pos)
+            slot = {lb.graph.tensors[i]["id"]: r for i, r in lb.storage_slot.items()}
+            live_at_peak = [u for u in units if u not in chosen and not _conflict(u, chosen) and any(
+                birth[slot[r]] <= at <= death[slot[r]] for r in u.saved)]
+            live_at_peak.sort(key=key)
+            moved = False
+            for u in live_at_peak:
+                if not spend():
+                    break
+                trial = chosen + [u]
+                t_peak, t_flat, t_lb, t_where = bound_state(rewrite(g, trial))
+                if (t_peak, t_flat) < (peak, flat):
+                    chosen, peak, flat, lb, where, moved = trial, t_peak, t_flat, t_lb, t_where, True
+                    break
+            if not moved:
+                return None, best
+            # Verify with the real placement (in-place reuse can put it below the bound).
+            h = rewrite(g, chosen)
+            p = place(h)
+            size = _arena_size(p, arena)
+            if size < best[0]:
+                best = (size, list(chosen))
+            if size <= budget_bytes:
+                return prune(chosen, h, p), best
+
+    def prune(chosen, h, p):
+        """Drop the most expensive units the budget does not need."""
+        for u in sorted(chosen, key=lambda u: (-u.cost, u.step)):
+            if len(chosen) < 2 or not spend():
                 break
-            work -= units_cost
-            trial = chosen + [u]
-            t_peak, t_flat, t_lb, t_where = bound_state(rewrite(g, trial))
-            if (t_peak, t_flat) < (peak, flat):
-                chosen, peak, flat, lb, where, moved = trial, t_peak, t_flat, t_lb, t_where, True
-                break
-        if not moved:
-            break
-        # Verify with the real placement (in-place reuse can put it below the bound).
-        h = rewrite(g, chosen)
-        p = place(h)
-        size = _arena_size(p, arena)
-        if size < best[0]:
-            best = (size, list(chosen))
-        if size <= budget_bytes:
-            fit = (list(chosen), h, p)
-    if fit is None:
+            trial = [c for c in chosen if c is not u]
+            th = rewrite(g, trial)
+            tp = place(th)
+            if _arena_size(tp, arena) <= budget_bytes:
+                chosen, h, p = trial, th, tp
+        return chosen, h, p
+
+    fits, smallest = [], (before, [])
+    for key in _PASSES:
+        fit, best = greedy(key)
+        if fit is not None:
+            fits.append(fit)
+        if best[0] < smallest[0]:
+            smallest = best
+        work[0] += min(time_budget_ms, 2**40) * UNITS_PER_MS // len(_PASSES)
+    if not fits:
         raise PlanError(
             "ARENA_TOO_SMALL",
             f"remat cannot fit arena {arena!r} of graph {g.name!r} in {budget_bytes} bytes: the "
-            f"smallest placed arena reached is {best[0]} bytes ({len(best[1])} of {len(units)} "
-            f"recomputable units recomputed; {before} bytes without recompute)", arena=arena)
-    chosen, h, p = fit
-    # Prune: drop the most expensive units the budget does not need.
-    for u in sorted(chosen, key=lambda u: (-u.cost, u.step)):
-        if len(chosen) < 2:
-            break
-        units_cost = _TRIAL_EVALS * lb.work_per_eval
-        if work < units_cost:
-            break
-        work -= units_cost
-        trial = [c for c in chosen if c is not u]
-        th = rewrite(g, trial)
-        tp = place(th)
-        if _arena_size(tp, arena) <= budget_bytes:
-            chosen, h, p = trial, th, tp
+            f"smallest placed arena reached is {smallest[0]} bytes ({len(smallest[1])} of "
+            f"{len(units)} recomputable units recomputed; {before} bytes without recompute)",
+            arena=arena)
+    # The cheapest fitting answer (ties: the smaller arena, then the first pass).
+    chosen, h, p = min(fits, key=lambda f: (sum(u.cost for u in f[0]), _arena_size(f[2], arena)))
     return result(h, p, chosen)
+
+
+#: The greedy's orders: the cheapest recompute per saved byte first, then the
+#: most saved bytes first (it reaches lower arenas when small units would
+#: block the longer replays that contain them).
+_PASSES = (lambda u: (Fraction(u.cost, u.bytes), u.step),
+           lambda u: (-u.bytes, Fraction(u.cost, u.bytes), u.step))
 
 
 __all__ = ["Unit", "RematReport", "RematResult", "candidates", "rewrite", "remat", "RANDOM_OPS", "STATEFUL_OPS"]
