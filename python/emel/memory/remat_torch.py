@@ -272,6 +272,13 @@ def partitioned_graph(model, example_inputs, budget: float | None, *, name: str 
         benv[node] = joint.node_copy(node, lambda a: benv[a])
     joint.output(tuple([env[u] for u in user] + [benv[g] if g is not None else None for g in grads]))
     gm = torch.fx.GraphModule(torch.nn.Module(), joint)
+    # Fresh fake values: the partitioner copies a recomputed node's metadata
+    # from the forward node, storage included, which would read as an alias.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    leaves = [x for x in torch.utils._pytree.tree_leaves(args) if isinstance(x, torch.Tensor)]
+    FakeTensorProp(gm, mode).propagate(*[mode.from_tensor(t) for t in params + leaves])
     inputs = [n for n in fwd.graph.nodes if n.op == "placeholder"]
     input_names = state + [f"input.{i}" for i in range(len(inputs) - len(state))]
     roles = ["parameter"] * len(state) + ["input"] * (len(inputs) - len(state))
