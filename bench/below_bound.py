@@ -168,9 +168,12 @@ def partitioner_table(budget_ms):
             rows.append({"model": name, "budget": b, "saved": saved, "arena": arena,
                          "ratio": arena / base,
                          "reordered": reordered, "cost": sum(graph_costs(theirs).values()) - base_cost,
-                         "base": base, "ours_at_theirs": at_theirs["arena"],
+                         "base": base,
+                         "ours_at_theirs": (f"{at_theirs['arena']:,}" if at_theirs["fits"]
+                                            else f"> {at_theirs['smallest']:,}"),
                          "ours_cost_at_theirs": at_theirs["cost"],
-                         "ours_at_fraction": at_fraction["arena"] or f"> {at_fraction['smallest']:,}",
+                         "ours_at_fraction": (f"{at_fraction['arena']:,}" if at_fraction["fits"]
+                                              else f"> {at_fraction['smallest']:,}"),
                          "ours_cost_at_fraction": at_fraction["cost"]})
     print("\n## PyTorch min-cut partitioner vs remat (activations arena placed by emel auto)\n")
     print("cost: emel.memory.cost_model units (FLOPs for matmul/conv, bytes moved otherwise),")
@@ -179,7 +182,7 @@ def partitioner_table(budget_ms):
                        ("saved", "their saved bytes", ",d"), ("arena", "their arena", ",d"),
                        ("ratio", "/ default", ".2f"),
                        ("reordered", "theirs reordered", ",d"), ("cost", "their cost", ",d"),
-                       ("ours_at_theirs", "remat at their arena", ",d"),
+                       ("ours_at_theirs", "remat at their arena", ""),
                        ("ours_cost_at_theirs", "cost", ",d"),
                        ("ours_at_fraction", "remat at budget x default", ""),
                        ("ours_cost_at_fraction", "cost", ",d")])
