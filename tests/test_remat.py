@@ -179,3 +179,42 @@ def test_resnet18_training_halves_its_placed_arena():
     mm.verify_execution(p, p.allocate())
     doc = json.loads(h.to_json())
     assert mm.plan(doc, mode="backward").to_dict() == reference.plan(doc, mode="backward")
+
+
+def fused_backward():
+    """Two saved pre-activations read by one backward node, after a big
+    backward temporary: recomputing z0 alone leaves z1 at the peak, and z1's
+    replay (relu0, mm1) reads z0, so only the joined replay frees both."""
+    g = mm.Graph(name="fused")
+    g.tensor("x", [64, 64], role="input")
+    for i in range(2):
+        g.tensor(f"w{i}", [64, 64], role="parameter")
+        g.tensor(f"z{i}", [1 << 18], saved_for_backward=True)
+        g.tensor(f"h{i}", [64, 64])
+    g.tensor("loss", [1], role="output")
+    g.tensor("big", [1 << 19])
+    g.tensor("small", [64])
+    g.tensor("gw", [64, 64], role="gradient")
+    g.node("mm0", "mm", ["x", "w0"], ["z0"], phase="forward")
+    g.node("relu0", "relu", ["z0"], ["h0"], phase="forward")
+    g.node("mm1", "mm", ["h0", "w1"], ["z1"], phase="forward")
+    g.node("relu1", "relu", ["z1"], ["h1"], phase="forward")
+    g.node("loss", "sum", ["h1"], ["loss"], phase="forward")
+    g.node("spread", "expand", ["loss"], ["big"], phase="backward")
+    g.node("reduce", "sum", ["big"], ["small"], phase="backward")
+    g.node("back", "fused_backward", ["small", "z0", "z1"], ["gw"], phase="backward")
+    return g
+
+
+def test_the_most_bytes_first_pass_frees_what_the_cheapest_first_cannot(monkeypatch):
+    import sys
+    remat_module = sys.modules["emel.memory.remat"]
+    g = fused_backward()
+    budget = 5 * MB // 2
+    h, p, report = mm.remat(g, budget)
+    assert arena(p) <= budget
+    assert set(report.recomputed) == {"z0", "z1"}
+    monkeypatch.setattr(remat_module, "_PASSES", remat_module._PASSES[:1])
+    with pytest.raises(mm.PlanError) as e:
+        mm.remat(g, budget)
+    assert e.value.code == "ARENA_TOO_SMALL"
