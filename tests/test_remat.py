@@ -218,3 +218,20 @@ def test_the_most_bytes_first_pass_frees_what_the_cheapest_first_cannot(monkeypa
     with pytest.raises(mm.PlanError) as e:
         mm.remat(g, budget)
     assert e.value.code == "ARENA_TOO_SMALL"
+
+
+def test_same_answer_under_any_hash_seed():
+    """No set or dict iteration order leaks into the choice (PYTHONHASHSEED)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; sys.path.insert(0, 'tests'); import emel.memory as mm;"
+            "from test_remat import chain, fused_backward; from test_reorder import fan;"
+            "a = mm.remat(chain(), 2526489); b = mm.remat(fused_backward(), 5 * 2**20 // 2);"
+            "print(a.plan.plan_hash, b.plan.plan_hash, mm.reorder(fan()).execution_order)")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(mm.__file__).parents[2])] + sys.path))
+    outs = {subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                           check=True, env={**env, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2")}
+    assert len(outs) == 1
