@@ -184,3 +184,11 @@ def test_never_worse_on_shared_graphs():
             r = reorder(g, mode, time_budget_ms=20)
             assert sum(live_bytes_bound(r, mode).values()) <= before, (path.stem, mode)
             assert_valid_order(r)
+
+
+def test_a_reordered_plan_restores_with_its_own_graph():
+    p = mm.plan(fan(), strategy="auto", order="optimize")
+    assert mm.restore(p.checkpoint(), p.graph).plan_hash == p.plan_hash
+    with pytest.raises(mm.CheckpointError) as e:
+        mm.restore(p.checkpoint(), fan())   # the given order is another plan
+    assert e.value.reason == "plan_differs"
