@@ -47,8 +47,10 @@ DEFAULT_REMAT_BUDGET_MS = 2000
 _TRIAL_EVALS = 40
 #: The most nodes one unit replays (a saved tensor and the unsaved chain it comes from).
 MAX_CHAIN = 8
-#: The most units one replay joins (see candidates()).
-MERGE_DEPTH = 3
+#: The most units one replay joins (see candidates()), and the most joined
+#: units kept per length, as a multiple of the single units (earliest first).
+MERGE_DEPTH = 8
+MERGE_WIDTH = 2
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ def candidates(graph: Any, cost="flops") -> list[Unit]:
     # up to MERGE_DEPTH units; adjacent saved tensors then both go.
     owner = {tid: u for u in units for tid in u.rooted}
     seen = {u.nodes for u in units}
-    frontier = units
+    frontier = singles = list(units)
     for _ in range(MERGE_DEPTH - 1):
         merged = []
         for u in frontier:
@@ -219,6 +221,7 @@ def candidates(graph: Any, cost="flops") -> list[Unit]:
                                    rooted=rooted, inputs=kept, bytes=u.bytes + v.bytes,
                                    cost=u.cost + v.cost, step=u.step))
         merged.sort(key=lambda m: (m.step, m.nodes))
+        merged = merged[:MERGE_WIDTH * len(singles)]
         units.extend(merged)
         frontier = merged
     return units
