@@ -14,6 +14,8 @@ from .arenas import Arenas, verify_execution
 from .pooling import PoolingAllocator
 from .fit import FitResult, max_fit, memory_curve
 from .peak import PeakReport
+from .reorder import reorder
+from .remat import remat
 
 
 def from_torch(model, example_inputs=(), training=False, **kwargs):
@@ -33,5 +35,5 @@ __all__ = [
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
     "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
     "Arenas", "verify_execution", "PoolingAllocator",
-    "CheckpointError", "restore", "memory_curve", "max_fit", "FitResult", "PeakReport",
+    "CheckpointError", "restore", "memory_curve", "max_fit", "FitResult", "PeakReport", "reorder", "remat",
 ]

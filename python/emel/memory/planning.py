@@ -150,7 +150,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
          fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
          role_arenas: Mapping | None = None, replay_token: bytes | None = None,
          rank: int = 0, world_size: int = 1,
-         shard_spec: Mapping[str, int] | None = None) -> "Plan":
+         shard_spec: Mapping[str, int] | None = None, order: str = "given") -> "Plan":
     """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
 
     ``mode``: inference, forward or backward. ``strategy``: tmmu (default),
@@ -165,11 +165,16 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     (docs/dynamic-shapes-and-sharding.md); with ``replay_token`` (32 bytes;
     default derived from the graph and mode) they are inputs of the plan hash
     (docs/determinism.md). Symbolic dimensions are planned at their envelope's
-    maximum. Raises PlanError with the failure code and the
-    offending id.
+    maximum. ``order="optimize"``: plan the graph in a memory-aware
+    execution order (emel.memory.reorder, within ``time_budget_ms``) when
+    that gives a smaller plan, else in its given order; the plan's graph and
+    ``execution_order_hash`` are the order planned. Raises PlanError with
+    the failure code and the offending id.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if order not in ("given", "optimize"):
+        raise ValueError(f"order must be 'given' or 'optimize'; got {order!r}")
     check_strategy(strategy, fit, time_budget_ms)
     default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
         alignment, "alignment")
@@ -177,11 +182,18 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     roles = check_role_arenas(role_arenas)
     token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
     g = graph_to_plan(graph, rank, world_size, spec)
-    try:
-        core = _core.plan(g._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
-                          default_alignment, config, roles, token or b"", rank, world_size, spec)
-    except MemoryError:  # std::bad_alloc from the core: the host's memory, not the plan's
-        raise out_of_memory(g, "planning") from None
+    def run(graph_):
+        try:
+            return _core.plan(graph_._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
+                              default_alignment, config, roles, token or b"", rank, world_size, spec)
+        except MemoryError:  # std::bad_alloc from the core: the host's memory, not the plan's
+            raise out_of_memory(graph_, "planning") from None
+    if order == "optimize":
+        from .reorder import optimize_order
+        g, core = optimize_order(g, mode, run, time_budget_ms,
+                                 role_arenas={ROLES[k]: v for k, v in roles.items()})
+    else:
+        core = run(g)
     options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
                "alignment": default_alignment, "arenas": config,
                "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
