@@ -38,21 +38,21 @@ def assert_valid_order(g):
     g.validate()
 
 
-def test_evaluator_is_the_core_lower_bound_on_a_small_graph():
+def test_evaluator_is_the_core_peak_live_bytes_on_a_small_graph():
     g = fan()
-    assert live_bytes_bound(g) == mm.plan(g).metrics["lower_bound"]
+    assert live_bytes_bound(g) == mm.plan(g).metrics["peak_live_bytes"]
     order = [n["id"] for n in fan(bfs=False).nodes]
     dfs = fan(bfs=False)
-    assert live_bytes_bound(g, order=dfs.execution_order) == mm.plan(dfs).metrics["lower_bound"]
+    assert live_bytes_bound(g, order=dfs.execution_order) == mm.plan(dfs).metrics["peak_live_bytes"]
     assert order  # the node list itself is breadth first
 
 
 @needs_shared
 @pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.stem)
-def test_evaluator_is_the_core_lower_bound_on_shared_graphs(path):
+def test_evaluator_is_the_core_peak_live_bytes_on_shared_graphs(path):
     g = mm.load_graph(path)
     for mode in MODES:
-        assert LiveBytes(g, mode).bounds() == mm.plan(g, mode=mode).metrics["lower_bound"], mode
+        assert LiveBytes(g, mode).bounds() == mm.plan(g, mode=mode).metrics["peak_live_bytes"], mode
 
 
 def test_reorder_finds_the_depth_first_order():

@@ -6,7 +6,7 @@ peak: a memory-aware list scheduler (Kahn's algorithm, preferring the ready
 node that frees the most bytes), then a local search that moves one node at a
 time to either end of its topological window. Every order is scored by
 :class:`LiveBytes`, a vectorised evaluator of the liveness rules of
-docs/algorithm.md §2 that gives exactly the core's ``lower_bound`` per arena
+docs/algorithm.md §2 that gives exactly the core's ``peak_live_bytes`` per arena
 (tests/test_reorder.py checks it on every shared graph and mode).
 
 Valid means: every node after the producers of what it reads (and of the
@@ -207,7 +207,8 @@ def _default_arena(role: str) -> str:
 def live_bytes_bound(graph: Any, mode: str = "inference", order: list[str] | None = None, *,
                      role_arenas: Mapping[str, str] | None = None) -> dict[str, int]:
     """Per-arena peak of live bytes of ``graph`` run in ``order`` (default: its
-    own): the ``lower_bound`` that ``plan()`` reports, without planning."""
+    own): the ``peak_live_bytes`` that ``plan()`` reports, without planning
+    (``lower_bound`` can be lower: it counts an in-place pair's shared bytes once)."""
     return LiveBytes(graph, mode, role_arenas).bounds(order)
 
 
