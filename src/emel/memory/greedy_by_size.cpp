@@ -39,6 +39,39 @@ std::vector<uint32_t> order_by_lifetime(const Buffers& b) {
     return order;
 }
 
+std::vector<uint32_t> order_by_conflict_size(const Buffers& b) {
+    // A buffer's conflict degree: the buffers live with it at some step,
+    // counted with two sorted arrays (those that start before it ends, less
+    // those that end before it starts, less itself).
+    const size_t n = b.count();
+    std::vector<uint64_t> lowers, uppers;
+    lowers.reserve(n);
+    uppers.reserve(n);
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        lowers.push_back(b.lower[x]);
+        uppers.push_back(b.upper[x]);
+    }
+    std::sort(lowers.begin(), lowers.end());
+    std::sort(uppers.begin(), uppers.end());
+    std::vector<unsigned __int128> key(n, 0);  // degree x size; never-live rows 0
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        const size_t started = std::lower_bound(lowers.begin(), lowers.end(), b.upper[x]) - lowers.begin();
+        const size_t ended = std::upper_bound(uppers.begin(), uppers.end(), b.lower[x]) - uppers.begin();
+        key[x] = static_cast<unsigned __int128>(started - ended - 1) * b.size[x];
+    }
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        if (key[x] != key[y]) return key[x] > key[y];
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
+        return b.rank[x] < b.rank[y];
+    });
+    return order;
+}
+
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit) {
     const size_t n = b.count();
     Placement out;
@@ -51,7 +84,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
         out.offset[x] = chosen;
         out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: find() checked it
         placed[x] = 1;
-        if (b.lower[x] < b.upper[x]) index.insert(x);
+        if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
     }
     out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     return out;

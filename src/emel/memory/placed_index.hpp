@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -12,10 +13,14 @@
 
 namespace emel::memory {
 
-// Placed buffers by interval. Buffers are sorted by `lower`. Short ones
-// (lifetime at most `short_limit_`, the 90th percentile) are found by a
-// linear scan of the sorted arrays: any conflict with [lo, hi) has its
-// `lower` in (lo - short_limit_, hi), a contiguous, cache-friendly range.
+// A placed buffer's bytes: [offset, end), and its rank for tie-breaks.
+struct Span { uint64_t offset, end; uint32_t rank; };
+
+// Placed buffers by interval. Buffers are sorted by `lower`, and everything a
+// query reads is kept by sorted position, so a query walks contiguous memory
+// and hands back spans without touching the per-buffer arrays. Short buffers
+// (lifetime at most `short_limit_`, the 90th percentile) are found by a linear
+// scan: any conflict with [lo, hi) has its `lower` in (lo - short_limit_, hi).
 // Long ones sit in a max-tree over the same order holding each placed long
 // buffer's `upper` (0 when not placed); a query visits only subtrees that can
 // hold a conflict, O((k + 1) log n) for k reported. An insert costs O(log n).
@@ -23,17 +28,18 @@ class PlacedIndex {
   public:
     explicit PlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
-        by_lower_.resize(n);
-        std::iota(by_lower_.begin(), by_lower_.end(), 0u);
-        std::sort(by_lower_.begin(), by_lower_.end(),
+        std::vector<uint32_t> by_lower(n);
+        std::iota(by_lower.begin(), by_lower.end(), 0u);
+        std::sort(by_lower.begin(), by_lower.end(),
                   [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
         position_.resize(n);
         lower_.resize(n);
         for (size_t k = 0; k < n; ++k) {
-            position_[by_lower_[k]] = static_cast<uint32_t>(k);
-            lower_[k] = b.lower[by_lower_[k]];
+            position_[by_lower[k]] = static_cast<uint32_t>(k);
+            lower_[k] = b.lower[by_lower[k]];
         }
         placed_upper_.assign(n, 0);
+        span_.assign(n, Span{0, 0, 0});
         if (n > 0) {
             std::vector<uint64_t> length(n);
             for (size_t x = 0; x < n; ++x) length[x] = b.upper[x] - b.lower[x];
@@ -46,9 +52,10 @@ class PlacedIndex {
         max_upper_.assign(2 * leaves_, 0);
     }
 
-    void insert(uint32_t x) {
+    void insert(uint32_t x, uint64_t offset) {
         const uint32_t k = position_[x];
         placed_upper_[k] = b_.upper[x];
+        span_[k] = Span{offset, offset + b_.size[x], b_.rank[x]};
         if (b_.upper[x] - b_.lower[x] <= short_limit_) return;
         size_t node = leaves_ + k;
         max_upper_[node] = b_.upper[x];
@@ -56,8 +63,8 @@ class PlacedIndex {
             max_upper_[node] = std::max(max_upper_[2 * node], max_upper_[2 * node + 1]);
     }
 
-    // Appends every placed buffer with lower < hi and upper > lo.
-    void collect(uint64_t lo, uint64_t hi, std::vector<uint32_t>& out) const {
+    // Appends the span of every placed buffer with lower < hi and upper > lo.
+    void collect(uint64_t lo, uint64_t hi, std::vector<Span>& out) const {
         // Sorted positions [0, end) have lower < hi.
         const size_t end = std::lower_bound(lower_.begin(), lower_.end(), hi) - lower_.begin();
         if (end == 0) return;
@@ -66,7 +73,7 @@ class PlacedIndex {
         const size_t from = std::lower_bound(lower_.begin(), lower_.begin() + end, from_lower) - lower_.begin();
         for (size_t k = from; k < end; ++k) {
             const uint64_t up = placed_upper_[k];
-            if (up > lo && up - lower_[k] <= short_limit_) out.push_back(by_lower_[k]);
+            if (up > lo && up - lower_[k] <= short_limit_) out.push_back(span_[k]);
         }
         // Long buffers: the tree.
         stack_.clear();
@@ -76,7 +83,7 @@ class PlacedIndex {
             stack_.pop_back();
             if (f.from >= end || max_upper_[f.node] <= lo) continue;
             if (f.node >= leaves_) {
-                out.push_back(by_lower_[f.from]);
+                out.push_back(span_[f.from]);
                 continue;
             }
             const size_t mid = f.from + (f.to - f.from) / 2;
@@ -88,14 +95,52 @@ class PlacedIndex {
   private:
     struct Frame { size_t node, from, to; };
     const Buffers& b_;
-    std::vector<uint32_t> by_lower_;
-    std::vector<uint32_t> position_;
+    std::vector<uint32_t> position_;      // buffer -> sorted position
     std::vector<uint64_t> lower_;         // by sorted position
     std::vector<uint64_t> placed_upper_;  // by sorted position; 0 when not placed
+    std::vector<Span> span_;              // by sorted position, once placed
     uint64_t short_limit_ = 0;
     size_t leaves_;
     std::vector<uint64_t> max_upper_;
     mutable std::vector<Frame> stack_;
+};
+
+// Sorts spans by offset, ties by end then rank: small inputs by comparison,
+// large ones by a stable radix sort on the offset alone, which gives the same
+// gap choice (below) for any buffer that holds bytes, since among spans that
+// start at one offset only the first is ever a candidate gap's upper edge.
+class SpanSorter {
+  public:
+    void sort(std::vector<Span>& spans, bool full_order) {
+        const size_t k = spans.size();
+        if (full_order || !by_radix(k)) {
+            std::sort(spans.begin(), spans.end(), [](const Span& p, const Span& q) {
+                if (p.offset != q.offset) return p.offset < q.offset;
+                if (p.end != q.end) return p.end < q.end;
+                return p.rank < q.rank;
+            });
+            return;
+        }
+        uint64_t top = 0;
+        for (const Span& s : spans) top |= s.offset;
+        scratch_.resize(k);
+        for (unsigned shift = 0; shift < 64 && (top >> shift) != 0; shift += kBits) {
+            count_.fill(0);
+            for (const Span& s : spans) ++count_[(s.offset >> shift) & kMask];
+            size_t sum = 0;
+            for (auto& c : count_) { const size_t here = c; c = sum; sum += here; }
+            for (const Span& s : spans) scratch_[count_[(s.offset >> shift) & kMask]++] = s;
+            spans.swap(scratch_);
+        }
+    }
+
+    static bool by_radix(size_t k) { return k >= 256; }
+
+  private:
+    static constexpr unsigned kBits = 11;
+    static constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+    std::array<size_t, size_t{1} << kBits> count_{};
+    std::vector<Span> scratch_;
 };
 
 // Where greedy placement puts buffer x among the placed buffers of `index`
@@ -110,25 +155,21 @@ class GapFinder {
 
     uint64_t find(const PlacedIndex& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
-        near_.clear();
-        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], near_);
+        spans_.clear();
+        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_);
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
-                if (placed[q] && !b_.live_together(x, q)) near_.push_back(q);
-        // The conflicts as flat (offset, end, rank) records: sorting them in
-        // place is several times faster than sorting indices that point into
-        // the offset and size arrays (huge traces have thousands per buffer).
-        spans_.clear();
-        for (uint32_t q : near_) spans_.push_back({offset[q], offset[q] + b_.size[q], b_.rank[q]});
-        std::sort(spans_.begin(), spans_.end(), [](const Span& p, const Span& q) {
-            if (p.offset != q.offset) return p.offset < q.offset;
-            if (p.end != q.end) return p.end < q.end;
-            return p.rank < q.rank;
-        });
-        // Charge the sort too (k log k), so huge traces with thousands of
-        // conflicts per buffer cost what they really take.
+                if (placed[q] && !b_.live_together(x, q))
+                    spans_.push_back({offset[q], offset[q] + b_.size[q], b_.rank[q]});
+        // A zero-size buffer can land between spans that start at one offset:
+        // it needs their full order.
+        sorter_.sort(spans_, b_.size[x] == 0);
+        // Charge the sort too (k log k by comparison, linear by radix), so
+        // huge traces with thousands of conflicts per buffer cost what they
+        // really take.
         const uint64_t k = spans_.size();
-        work += kGreedyUnitsPerStep * (1 + k + k * (64 - __builtin_clzll(k | 1)) / 4);
+        work += kGreedyUnitsPerStep * (1 + k) +
+                (SpanSorter::by_radix(k) ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
         const uint64_t a = b_.alignment[x], size = b_.size[x];
         uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
         bool found = false;
@@ -155,10 +196,9 @@ class GapFinder {
     }
 
   private:
-    struct Span { uint64_t offset, end; uint32_t rank; };
     const Buffers& b_;
-    std::vector<uint32_t> near_;
     std::vector<Span> spans_;
+    SpanSorter sorter_;
 };
 
 }  // namespace emel::memory

@@ -65,6 +65,7 @@ enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 // Orders of docs/strategies.md.
 std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
+std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
 
 // §2: greedy placement in a given order (greedy_by_size.cpp).
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
