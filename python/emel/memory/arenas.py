@@ -17,8 +17,9 @@ import numpy as np
 
 from . import _core
 from .errors import PlanError, U64_MAX
-from .planning import Plan, format_bytes
-from .shapes import concrete_shape
+from .formats import format_bytes
+from .plan_data import Plan, register_plan_method
+from .symbolic import concrete_shape
 
 EXECUTION_MODES = ("standard", "confidential", "regulated")
 
@@ -268,3 +269,7 @@ def verify_execution(plan: Plan, arenas: Arenas) -> ExecutionReport:
 
 __all__ = ["Arenas", "Commit", "ExecutionReport", "Ledger", "EXECUTION_MODES", "NUMPY_DTYPES",
            "verify_execution", "PlanError"]
+
+
+# Plan.allocate(**options) (emel.memory.plan_data, a lower layer) is Arenas(plan, **options).
+register_plan_method("allocate", Arenas)

@@ -18,9 +18,12 @@ failed.
 
 from __future__ import annotations
 
-from . import cbor
+from . import _core, cbor
 from .determinism import HASH_KEYS, plan_hash_of_document, sha256
 from .errors import PlanError, is_int
+from .graph import load_graph
+from .plan_data import register_plan_method
+from .planning import graph_to_plan, plan as make_plan
 
 CHECKPOINT_FORMAT = "emel.checkpoint/1"
 _KEYS = ("digest", "format", "options", "plan", "plan_hash")
@@ -89,10 +92,6 @@ def restore(data: bytes, graph):
     """Rebuild the plan a checkpoint holds, for ``graph`` (a Graph or anything
     ``load_graph`` takes). Raises :class:`CheckpointError` when the checkpoint
     is corrupt or tampered with, or belongs to another graph."""
-    from . import _core
-    from .graph import load_graph
-    from .planning import graph_to_plan, plan as make_plan
-
     doc = read_checkpoint(data)
     saved, options = doc["plan"], doc["options"]
     _check_restore_fields(saved, options)
@@ -133,3 +132,12 @@ def _check_restore_fields(saved, options) -> None:
             raise CheckpointError("corrupt", f"{key} must be an integer >= 0, got {saved.get(key)!r}")
     if options.get("shard_spec") is not None and not isinstance(options["shard_spec"], dict):
         raise CheckpointError("corrupt", f"shard_spec must be a map, got {options['shard_spec']!r}")
+
+
+def plan_checkpoint(plan) -> bytes:
+    """``plan.checkpoint()``: the plan's document and options as checkpoint bytes."""
+    return checkpoint_bytes(plan.to_dict(), plan._options)
+
+
+# Plan.checkpoint() (emel.memory.plan_data, a lower layer) calls plan_checkpoint through this slot.
+register_plan_method("checkpoint", plan_checkpoint)

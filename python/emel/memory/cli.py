@@ -17,7 +17,8 @@ from pathlib import Path
 
 from . import examples
 from .graph import load_graph
-from .planning import MODES, STRATEGIES, format_bytes, plan
+from .formats import format_bytes
+from .planning import MODES, STRATEGIES, plan
 from .shapes import resolve_at
 
 

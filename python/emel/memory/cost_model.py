@@ -14,7 +14,7 @@ from typing import Callable
 
 from .graph import Graph, tensor_bytes
 from .reorder import is_view_op
-from .shapes import concrete_shape
+from .symbolic import concrete_shape
 
 #: Matrix products: 2 x output elements x the contracted dimension (+ the bias add).
 _MATMUL = {"mm": False, "bmm": False, "matmul": False, "addmm": True, "baddbmm": True,

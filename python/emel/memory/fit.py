@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from .errors import PlanError, is_int
 from .graph import Graph, load_graph
-from .shapes import is_symbolic
+from .symbolic import is_symbolic
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -86,7 +86,7 @@ def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int
 
 def _exact(n: int) -> str:
     """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
-    from .planning import format_bytes
+    from .formats import format_bytes
     return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
 
 
@@ -279,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .cli import parse_input_shapes
-    from .planning import format_bytes
+    from .formats import format_bytes
     p = _parser()
     args = p.parse_args(argv)
     try:

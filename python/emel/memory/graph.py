@@ -15,8 +15,8 @@ import os
 from typing import Any, Iterable
 
 from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
-from .shapes import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
-                     parse_symbolic_dim)
+from .symbolic import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
+                      parse_symbolic_dim)
 
 FORMAT = "emel.graph/1"
 ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
@@ -359,7 +359,7 @@ class Graph:
 
     def _repr_html_(self) -> str:
         import html
-        from .planning import format_bytes
+        from .formats import format_bytes
         rows = self.summary_rows()
         body = "".join(f"<tr><td>{r['role']}</td><td>{r['tensors']}</td><td>{r['views']}</td>"
                        f"<td>{format_bytes(r['bytes'])}</td></tr>" for r in rows)

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .errors import PlanError, is_int
+from .formats import format_bytes
+from .plan_data import register_plan_method
 
 #: The categories of the breakdown, in the order they are reported.
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "saved_activations", "temporaries",
@@ -60,7 +62,6 @@ class PeakReport:
         return asdict(self)
 
     def __str__(self) -> str:
-        from .planning import format_bytes
         where = self.arena or "all arenas"
         running = self.node or "-"
         if self.op:
@@ -84,7 +85,6 @@ class PeakReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from .planning import format_bytes
         esc = html.escape
         body = "".join(
             f"<tr><td>{esc(t.id)}</td><td>{format_bytes(t.bytes)}</td>"
@@ -215,3 +215,7 @@ def peak(plan, arena: str | None = None, top: int = 10) -> PeakReport:
         node=node["id"] if node else None, op=node["op"] if node else None,
         phase=node.get("phase") if node else None, module=module, live_bytes=total,
         planned_bytes=int(planned), live_tensors=len(live), tensors=tensors, breakdown=breakdown)
+
+
+# Plan.peak() (emel.memory.plan_data, a lower layer) calls peak through this slot.
+register_plan_method("peak", peak)

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core
 from .errors import PlanError, U64_MAX, is_int
-from .planning import Plan
+from .plan_data import Plan
 
 POLICIES = ("exact", "best_fit")
 DEFAULT_MAX_PER_SIZE = 16

@@ -41,7 +41,7 @@ from heapq import heappop, heappush
 from . import determinism
 from .cbor import dumps as cbor_dumps
 from .errors import PlanError, U64_MAX, is_int, is_text
-from .shapes import resolve as _resolve_symbolic_dims
+from .symbolic import resolve as _resolve_symbolic_dims
 from .sharding import shard_graph
 
 __all__ = [

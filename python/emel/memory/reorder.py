@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import PlanError
 from .graph import Graph, load_graph, tensor_bytes
-from .shapes import concrete_shape
+from .symbolic import concrete_shape
 
 #: ATen ops that only alias their input (no write), by base name (``t``,
 #: ``t.default``, ``transpose.int`` all match): making one of them never orders

@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 
 from .determinism import check_determinism_args
 from .errors import PlanError, is_int
-from .shapes import resolve
+from .symbolic import resolve
 
 #: graph-format.md's element sizes (a dtype not here needs ``nbytes``).
 ELEMENT_SIZES = {

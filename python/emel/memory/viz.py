@@ -22,6 +22,9 @@ from typing import Sequence
 import numpy as np
 
 from .graph import ROLES, load_graph
+from .peak import live_curve
+from .plan_data import register_plan_method
+from .planning import STRATEGIES, plan as make_plan
 
 #: colour of each role (colour-blind-safe palette, Okabe & Ito).
 ROLE_COLORS = {
@@ -193,7 +196,6 @@ def plot_memory(plan, arena: str | None = None, ax=None, *, log: bool = False,
 
 def _annotate_peak(ax, plan, arena, graph, scale, unit, annotate: int) -> None:
     """A marker on the peak of live bytes, with its largest tensors written beside it."""
-    from .peak import live_curve
     if getattr(plan, "graph", None) is None:    # the report needs the plan's own graph
         return
     curve = live_curve(plan, arena)
@@ -335,8 +337,6 @@ def plot_strategies(graph, strategies: Sequence[str] | None = None, mode: str = 
                     arena: str | None = None, labels: int = 0, **plan_kwargs):
     """One graph planned with each strategy, placement pictures side by side on one byte scale."""
     Figure = _require_matplotlib()
-    from .planning import STRATEGIES, plan as make_plan
-
     g = load_graph(graph)
     strategies = list(strategies or STRATEGIES)
     plans = [make_plan(g, mode=mode, strategy=s, **plan_kwargs) for s in strategies]
@@ -371,3 +371,7 @@ def save(fig, path: str, dpi: int = 120) -> None:
 
 __all__ = ["ROLE_COLORS", "backward_start", "default_arena", "high_water", "live_bytes", "plot",
            "plot_memory", "plot_placement", "plot_strategies", "save", "tensor_labels"]
+
+
+# Plan.plot() (emel.memory.plan_data, a lower layer) calls plot through this slot.
+register_plan_method("plot", plot)
