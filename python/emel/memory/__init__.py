@@ -16,6 +16,10 @@ from .fit import FitResult, max_fit, memory_curve
 from .peak import PeakReport
 from .reorder import reorder
 from .remat import remat
+# The modules behind Plan.allocate(), .checkpoint(), .peak() and .plot(): each
+# fills its slot of the registry in emel.memory.plan_data when imported, and
+# every import of an emel.memory module runs this file first.
+from . import arenas, checkpoint, peak, viz  # noqa: F401,E402
 
 
 def from_torch(model, example_inputs=(), training=False, **kwargs):
