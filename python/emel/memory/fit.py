@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import PlanError, is_int
+from .formats import format_bytes
 from .graph import Graph, load_graph
+from .planning import MODES, STRATEGIES, plan
 from .symbolic import is_symbolic
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
@@ -86,7 +88,6 @@ def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int
 
 def _exact(n: int) -> str:
     """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
-    from .formats import format_bytes
     return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
 
 
@@ -114,7 +115,6 @@ def memory_curve(graph: Any, dim: str, values: Iterable[int], *, arena: str | No
     ``lower_bound`` (the same arenas' bound), ``total_bytes`` and ``arenas``
     (name -> size and lower bound). ``plan_kwargs`` go to :func:`emel.memory.plan`.
     """
-    from .planning import plan
     make, _ = graph_at(graph, dim)
     rows = []
     for value in values:
@@ -175,7 +175,6 @@ def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
     value past a non-fitting one may fit too: memory_curve() shows the whole
     curve.
     """
-    from .planning import plan
     budget = parse_bytes(budget_bytes)
     make, declared = graph_at(graph, dim)
     if declared is not None:
@@ -250,7 +249,6 @@ def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[
 
 def _parser() -> argparse.ArgumentParser:
     from .cli import add_input_shape_option
-    from .planning import MODES, STRATEGIES
     p = argparse.ArgumentParser(
         prog="emel-fit",
         description="The largest value of a model dimension (batch, sequence) whose plan fits "
@@ -279,7 +277,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .cli import parse_input_shapes
-    from .formats import format_bytes
     p = _parser()
     args = p.parse_args(argv)
     try:

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from . import _core
 from .errors import PlanError, check_u64, is_int, is_text
 from .graph import load_graph
-from .planning import plan as _plan
+from .planning import STRATEGIES, check_strategy, plan as _plan
 
 SIZE_MAX = 2**64 - 1
 MAX_SRC = 10
@@ -197,7 +197,6 @@ class GraphAllocator:
 
     def __init__(self, buffer_types: Sequence[BufferType] | BufferType, strategy: str = "ggml",
                  time_budget_ms: int = 200):
-        from .planning import STRATEGIES, check_strategy
         if strategy != "ggml" and strategy not in STRATEGIES:
             raise ValueError(f"strategy must be 'ggml' or one of {', '.join(STRATEGIES)}; got {strategy!r}")
         if strategy != "ggml":

@@ -15,6 +15,7 @@ import os
 from typing import Any, Iterable
 
 from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
+from .formats import format_bytes
 from .symbolic import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                       parse_symbolic_dim)
 
@@ -359,7 +360,6 @@ class Graph:
 
     def _repr_html_(self) -> str:
         import html
-        from .formats import format_bytes
         rows = self.summary_rows()
         body = "".join(f"<tr><td>{r['role']}</td><td>{r['tensors']}</td><td>{r['views']}</td>"
                        f"<td>{format_bytes(r['bytes'])}</td></tr>" for r in rows)

@@ -31,6 +31,7 @@ import numpy as np
 from .cost_model import cost_function
 from .errors import PlanError, U64_MAX, is_int
 from .graph import Graph, load_graph
+from .planning import plan as plan_graph
 from .reorder import UNITS_PER_MS, LiveBytes, _order_of, is_view_op
 
 #: Ops whose result changes from run to run: never recomputed.
@@ -338,7 +339,6 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
     (:class:`RematResult`). When no choice fits, raises ``PlanError``
     (``ARENA_TOO_SMALL``) naming the arena and the smallest size reached.
     """
-    from .planning import plan as plan_graph
     if not is_int(budget_bytes) or budget_bytes < 0:
         raise PlanError("INVALID_IR_SHAPES", f"budget_bytes must be an integer >= 0, got {budget_bytes!r}",
                         arena=arena)
