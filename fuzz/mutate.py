@@ -27,6 +27,14 @@ ODD_VALUES = (None, True, False, 0.5, 4.9, -0.0, float("nan"), float("inf"), "",
               "\x00", "é", [], {}, [1], {"sym": "N", "max": 4})
 
 
+def odd_value(rng: random.Random):
+    """One of ODD_VALUES, copied: the containers among them must never be
+    shared between documents (a later in-place edit would change the pool,
+    so a seed would stop reproducing its input, and could make a document
+    contain itself)."""
+    return copy.deepcopy(rng.choice(ODD_VALUES))
+
+
 def rand_int(rng: random.Random) -> int:
     if rng.random() < 0.7:
         return rng.choice(BOUNDARY_INTS)
@@ -52,7 +60,7 @@ def replacement(rng: random.Random, old, doc) -> object:
     """A value to put where ``old`` was: same kind at an edge, or anything else."""
     r = rng.random()
     if isinstance(old, bool) or r < 0.15:
-        return rng.choice(ODD_VALUES)
+        return odd_value(rng)
     if isinstance(old, int) and r < 0.75:
         return rand_int(rng)
     if isinstance(old, str) and r < 0.75:
@@ -61,7 +69,7 @@ def replacement(rng: random.Random, old, doc) -> object:
                            rng.choice(pool) if pool else "z"])
     if isinstance(old, list) and old and r < 0.75:
         return [replacement(rng, rng.choice(old), doc) for _ in range(rng.randint(0, 3))]
-    return rng.choice((rand_int(rng), rng.choice(ODD_VALUES)))
+    return rng.choice((rand_int(rng), odd_value(rng)))
 
 
 def mutate_value(rng: random.Random, doc, rounds: int | None = None):
@@ -75,7 +83,7 @@ def mutate_value(rng: random.Random, doc, rounds: int | None = None):
             if value and rng.random() < 0.5:
                 del value[rng.choice(list(value))]
             else:
-                value[rng.choice(list(value) or ["x"]) + rng.choice(["", "_x"])] = rng.choice(ODD_VALUES)
+                value[rng.choice(list(value) or ["x"]) + rng.choice(["", "_x"])] = odd_value(rng)
             continue
         if isinstance(value, list) and value and op < 0.4:
             i = rng.randrange(len(value))

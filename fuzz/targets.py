@@ -32,7 +32,7 @@ from emel.memory.determinism import sha256
 from emel.memory.pooling import PoolingAllocator
 
 from mutate import (mutate_bytes, mutate_value, rand_int, seed_ggml, seed_graph, seed_intervals,
-                    ODD_VALUES)
+                    odd_value)
 
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
 DETERMINISTIC = ("tmmu", "greedy_by_size", "best_fit")
@@ -438,7 +438,7 @@ def gen_arenas(rng):
         doc = mutate_value(rng, doc, 1)
     return {"doc": doc, "strategy": rng.choice(DETERMINISTIC), "zero": rng.random() < 0.5,
             "sizes": [rand_int(rng) if rng.random() < 0.3 else rng.choice((0, 1, 64, 4096))
-                      for _ in range(rng.randint(1, 6))] + [rng.choice(ODD_VALUES)] * (rng.random() < 0.2),
+                      for _ in range(rng.randint(1, 6))] + [odd_value(rng)] * (rng.random() < 0.2),
             "policy": rng.choice(("exact", "best_fit"))}
 
 

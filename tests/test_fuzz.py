@@ -44,3 +44,25 @@ def test_short_fuzz_run_reaches_both_answers_on_every_surface(fuzz_run):
     """The mutators are not all refused nor all accepted: both paths run."""
     for surface, row in fuzz_run["counts"].items():
         assert row["accepted"] > 0 and row["refused"] > 0, (surface, row)
+
+
+def test_a_seed_reproduces_its_input_after_any_other_inputs():
+    """Generating inputs never edits the mutators' shared pools: the value
+    pool once handed out the same list and dict to many documents, and a
+    later in-place edit grew them (a long campaign ended with a document that
+    contained itself, and a saved seed no longer reproduced its input)."""
+    if not FUZZ.is_dir():
+        pytest.skip("no fuzz/ directory (not a source checkout)")
+    sys.path.insert(0, str(FUZZ))
+    try:
+        import mutate
+        import targets
+    finally:
+        sys.path.remove(str(FUZZ))
+    pool = repr(mutate.ODD_VALUES)
+    first = {s: repr(targets.generate(s, 7)) for s in targets.SURFACES}
+    for seed in range(300):
+        for s in targets.SURFACES:
+            targets.generate(s, seed)
+    assert repr(mutate.ODD_VALUES) == pool
+    assert {s: repr(targets.generate(s, 7)) for s in targets.SURFACES} == first
