@@ -85,13 +85,14 @@ def is_text(value) -> bool:
     return True
 
 
-def check_u64(value, what: str, tensor=None) -> int:
+def check_u64(value, what: str, tensor=None, arena=None) -> int:
     """``value`` as a uint64 size: not an integer >= 0 is INVALID_IR_SHAPES,
-    above 2^64-1 is ALLOCATION_OVERFLOW; ``what`` starts the message."""
+    above 2^64-1 is ALLOCATION_OVERFLOW; ``what`` starts the message, which
+    names ``tensor`` or ``arena`` when given."""
     if not is_int(value) or value < 0:
         raise PlanError("INVALID_IR_SHAPES", f"{what} must be an integer >= 0, got {value!r}",
-                        tensor=tensor)
+                        tensor=tensor, arena=arena)
     if value > U64_MAX:
         raise PlanError("ALLOCATION_OVERFLOW", f"{what} = {value} does not fit in 64 bits",
-                        tensor=tensor)
+                        tensor=tensor, arena=arena)
     return value

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from .cost_model import cost_function
-from .errors import PlanError, U64_MAX, is_int
+from .errors import PlanError, check_u64, is_int
 from .graph import Graph, load_graph
 from .planning import plan as plan_graph
 from .reorder import UNITS_PER_MS, LiveBytes, _order_of, is_view_op
@@ -339,12 +339,7 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
     (:class:`RematResult`). When no choice fits, raises ``PlanError``
     (``ARENA_TOO_SMALL``) naming the arena and the smallest size reached.
     """
-    if not is_int(budget_bytes) or budget_bytes < 0:
-        raise PlanError("INVALID_IR_SHAPES", f"budget_bytes must be an integer >= 0, got {budget_bytes!r}",
-                        arena=arena)
-    if budget_bytes > U64_MAX:
-        raise PlanError("ALLOCATION_OVERFLOW", f"budget_bytes = {budget_bytes} does not fit in 64 bits",
-                        arena=arena)
+    check_u64(budget_bytes, "budget_bytes", arena=arena)
     if not is_int(time_budget_ms) or time_budget_ms < 0:
         raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
     cost_function(cost)  # an unknown cost model fails before any work
