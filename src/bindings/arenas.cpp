@@ -13,7 +13,7 @@
 
 #include "bindings.hpp"
 #include "core_plan.hpp"
-#include "emel/memory/arena_engine.hpp"
+#include "emel/memory/runtime/arena_engine.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

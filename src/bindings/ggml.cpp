@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "emel/memory/graph_allocator.hpp"
+#include "emel/memory/ggml/graph_allocator.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "emel/memory/pooling_allocator.hpp"
+#include "emel/memory/runtime/pooling_allocator.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;
