@@ -10,10 +10,11 @@
 #include "core_plan.hpp"
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
-#include "emel/memory/ggml/ggml_alloc.hpp"
 #include "emel/memory/core/graph.hpp"
-#include "emel/memory/placement/placement.hpp"
 #include "emel/memory/core/plan.hpp"
+#include "emel/memory/determinism/sha256.hpp"
+#include "emel/memory/ggml/ggml_alloc.hpp"
+#include "emel/memory/placement/placement.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

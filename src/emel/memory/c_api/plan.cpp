@@ -20,8 +20,8 @@
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/graph.hpp"
-#include "emel/memory/placement/placement.hpp"
 #include "emel/memory/core/plan.hpp"
+#include "emel/memory/placement/placement.hpp"
 
 using namespace emel::memory;
 using namespace emel::memory::c_api;

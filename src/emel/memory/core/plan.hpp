@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "emel/memory/core/digest.hpp"
 #include "emel/memory/core/graph.hpp"
-#include "emel/memory/placement/placement.hpp"
-#include "emel/memory/determinism/sha256.hpp"
+#include "emel/memory/core/strategy.hpp"
 
 namespace emel::memory {
 
@@ -110,13 +110,6 @@ struct Plan {
     uint64_t world_size = 1;
 };
 
-// An arena's buffers for the offset strategies and how tensors map to them.
-struct ArenaBuffers {
-    Buffers buffers;
-    std::vector<uint32_t> group_of;      // per tensor (global index): its buffer, or kNone
-    std::vector<uint32_t> first_member;  // per buffer
-};
-
 // Stages, one file each, in pipeline order.
 Liveness analyze_liveness(const Graph& g, Mode mode);                  // liveness.cpp
 void assign_arenas(const Graph& g, const PlanOptions& opt, Plan& p);    // arenas.cpp
@@ -127,10 +120,7 @@ std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p)
 uint32_t choose_inplace_victim(const Graph& g, const Plan& p, uint32_t t,
                                const std::function<bool(uint32_t)>& still_free);
 void assign_slots_tmmu(const Graph& g, Plan& p, bool persistent_only);  // slots.cpp
-ArenaBuffers build_buffers(const Graph& g, Plan& p,                     // buffers.cpp
-                           const std::vector<uint32_t>& members,
-                           const std::vector<std::vector<uint32_t>>& partners);
-void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // offsets.cpp
+void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // placement/offsets.cpp
 void map_to_addresses(const Graph& g, Plan& p);                         // layout.cpp
 void self_check(const Graph& g, const Plan& p);                         // self_check.cpp
 void compute_metrics(const Graph& g, Plan& p);                          // metrics.cpp

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "emel/memory/determinism/cbor.hpp"
 #include "emel/memory/core/plan.hpp"
+#include "emel/memory/determinism/cbor.hpp"
 
 namespace emel::memory {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-namespace emel::memory {
+#include "emel/memory/core/digest.hpp"
 
-using Digest = std::array<uint8_t, 32>;
+namespace emel::memory {
 
 enum class Sha256Implementation : uint8_t {
     Auto,      // SHA-NI when the CPU has it, otherwise Portable

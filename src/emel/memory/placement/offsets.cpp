@@ -4,6 +4,7 @@
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/plan.hpp"
+#include "emel/memory/placement/buffers.hpp"
 
 namespace emel::memory {
 

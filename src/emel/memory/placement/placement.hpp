@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "emel/memory/core/strategy.hpp"
+
 namespace emel::memory {
 
 // The placement problem: one row per buffer, half-open [lower, upper).
@@ -45,8 +47,6 @@ struct PlacementOverflow : std::exception {
     const char* what() const noexcept override { return "placement exceeds 2^64-1 bytes"; }
 };
 
-enum class Fit : uint8_t { Best, First };
-
 // splitmix64: a fixed-seed generator, so every run makes the same choices.
 struct Rng {
     uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -59,9 +59,6 @@ struct Rng {
     size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
 };
 
-// docs/strategies.md
-enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
-
 // Orders of docs/strategies.md.
 std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
@@ -71,21 +68,13 @@ std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
 // §3: the online best-fit allocator (best_fit.cpp).
 Placement place_best_fit(const Buffers& b);
-// tmmu on bare buffers: slot colouring, aligned prefix sums (slots.cpp).
+// tmmu on bare buffers: slot colouring, aligned prefix sums (tmmu.cpp).
 Placement place_slots(const Buffers& b);
 // §4: portfolio + bounded search (auto_search.cpp).
 Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 // §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
 // (0: start at the lower bound).
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
-
-// Work units per millisecond of `time_budget_ms` (fixed, so plans never depend
-// on the machine's speed). Calibrated on the 2-core development machine, where
-// the exact search runs 700k-1M units/ms and greedy passes 600-700k units/ms
-// (bench/peers.py reports wall time beside every budget); heuristics charge
-// kGreedyUnitsPerStep per buffer placed or conflict examined.
-constexpr uint64_t kWorkUnitsPerMs = 600000;
-constexpr uint64_t kGreedyUnitsPerStep = 13;
 
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
 // capacity to try (0: none).

@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #endif
 
-#include "emel/memory/runtime/arena_engine.hpp"
 #include "emel/memory/core/checked_math.hpp"
+#include "emel/memory/runtime/arena_engine.hpp"
 
 namespace emel::memory {
 
