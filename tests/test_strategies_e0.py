@@ -1,7 +1,7 @@
 """E0 for the offset strategies: the C++ core equals the pure-Python reference.
 
 ``greedy_by_size`` (``fit="best"`` and ``"first"``) and ``best_fit``
-(docs/strategies.md §1-§3) are implemented twice -- ``src/emel/memory`` and
+(docs/strategies.md §1-§3) are implemented twice -- ``src/emel/memory/placement`` and
 ``emel.memory.reference`` -- and must agree bit for bit:
 
 * for random valid graphs (tests/graphgen.py), random plan kwargs and a random

@@ -1,4 +1,4 @@
-// _core.ArenaEngine: the arena engine (src/emel/memory/arena_engine.hpp).
+// _core.ArenaEngine: the arena engine (src/emel/memory/runtime/arena_engine.hpp).
 // Arrays are made here over the engine's memory with the ArenaMemory object
 // as their base, so the bytes outlive the engine for as long as any array
 // holds them; NumPy then provides __dlpack__. Engine errors become
@@ -13,7 +13,7 @@
 
 #include "bindings.hpp"
 #include "core_plan.hpp"
-#include "emel/memory/arena_engine.hpp"
+#include "emel/memory/runtime/arena_engine.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

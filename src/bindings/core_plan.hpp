@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "emel/memory/graph.hpp"
-#include "emel/memory/plan.hpp"
+#include "emel/memory/core/graph.hpp"
+#include "emel/memory/core/plan.hpp"
 
 struct CorePlan {
     std::shared_ptr<const emel::memory::Graph> graph;

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "emel/memory/cbor.hpp"
-#include "emel/memory/graph.hpp"
-#include "emel/memory/plan.hpp"
+#include "emel/memory/core/graph.hpp"
+#include "emel/memory/core/plan.hpp"
+#include "emel/memory/determinism/cbor.hpp"
 
 namespace py = pybind11;
 using emel::memory::cbor::Value;

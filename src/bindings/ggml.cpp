@@ -1,4 +1,4 @@
-// The ggml-style graph allocator (src/emel/memory/graph_allocator.hpp) for
+// The ggml-style graph allocator (src/emel/memory/ggml/graph_allocator.hpp) for
 // emel.memory.ggml: _core.GgmlGraph (a ggml graph as plain rows) and
 // _core.GgmlGraphAllocator, and _core.ggml_alloc_ctx_tensors over a GgmlGraph.
 // Conversions only.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "emel/memory/graph_allocator.hpp"
+#include "emel/memory/ggml/graph_allocator.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

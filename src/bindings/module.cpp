@@ -8,12 +8,13 @@
 
 #include "bindings.hpp"
 #include "core_plan.hpp"
-#include "emel/memory/checked_math.hpp"
-#include "emel/memory/errors.hpp"
-#include "emel/memory/ggml_alloc.hpp"
-#include "emel/memory/graph.hpp"
-#include "emel/memory/placement.hpp"
-#include "emel/memory/plan.hpp"
+#include "emel/memory/core/checked_math.hpp"
+#include "emel/memory/core/errors.hpp"
+#include "emel/memory/core/graph.hpp"
+#include "emel/memory/core/plan.hpp"
+#include "emel/memory/determinism/sha256.hpp"
+#include "emel/memory/ggml/ggml_alloc.hpp"
+#include "emel/memory/placement/placement.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

@@ -1,11 +1,11 @@
 // _core.PoolingAllocator and _core.replay_pool_trace: the pooling allocator
-// (src/emel/memory/pooling_allocator.hpp). Addresses cross as integers.
+// (src/emel/memory/runtime/pooling_allocator.hpp). Addresses cross as integers.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "emel/memory/pooling_allocator.hpp"
+#include "emel/memory/runtime/pooling_allocator.hpp"
 
 namespace py = pybind11;
 using namespace emel::memory;

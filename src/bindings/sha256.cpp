@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "emel/memory/sha256.hpp"
+#include "emel/memory/determinism/sha256.hpp"
 
 namespace py = pybind11;
 namespace mem = emel::memory;

@@ -1,0 +1,99 @@
+// The C API's shared part, used by every area (graph.cpp, plan.cpp,
+// determinism.cpp, placement.cpp, ggml.cpp): the handles the areas share, the
+// status of a failure (ApiError, PlanError's codes -> emel_status, the
+// thread's last error), guarded() that runs each entry point so that nothing
+// thrown leaves it, and the argument / handle checks. Internal to the
+// emel_memory_c library (hidden visibility; only emel_* is exported).
+#pragma once
+
+#define EMEL_MEMORY_C_BUILD
+#include "emel/memory.h"
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "emel/memory/core/errors.hpp"
+#include "emel/memory/core/graph.hpp"
+#include "emel/memory/core/plan.hpp"
+
+struct emel_graph {
+    emel::memory::GraphInput in;
+    bool read_only = false;  // made by emel_graph_from_arrays
+    bool broken = false;     // a mutation failed half-way (out of memory)
+    std::unordered_map<std::string, uint32_t> tensor_pos;  // first tensor with the id
+    std::unordered_map<std::string, uint32_t> node_pos;
+    // must_not_alias per tensor, kept aside (GraphInput holds it as CSR in
+    // tensor order) and merged in when planned; empty until first used.
+    std::vector<std::vector<std::string>> no_alias;
+};
+
+struct emel_plan {
+    std::unique_ptr<const emel::memory::Graph> graph;  // owned: index below views its ids
+    emel::memory::Plan plan;
+    std::unordered_map<std::string_view, uint32_t> index;
+};
+
+namespace emel::memory::c_api {
+
+// A failure found by the C API (not by the core): a status plus details.
+struct ApiError {
+    emel_status status;
+    std::string message;
+    std::string tensor;
+    std::string node;
+    std::string arena;
+};
+
+// status.cpp
+const char* status_name(emel_status s) noexcept;
+emel_status to_status(ErrorCode c) noexcept;
+// Records the thread's last error (emel_last_error_*) and returns `status`.
+emel_status record(emel_status status, const std::string& text, const std::string& tensor,
+                   const std::string& node, const std::string& arena) noexcept;
+emel_status record(emel_status status, const char* text) noexcept;
+
+// Runs one entry point: nothing thrown inside leaves it.
+template <typename F>
+emel_status guarded(F&& body) noexcept {
+    try {
+        body();
+        return EMEL_OK;
+    } catch (const ApiError& e) {
+        return record(e.status, e.message, e.tensor, e.node, e.arena);
+    } catch (const PlanError& e) {
+        return record(to_status(e.code), e.message, e.tensor, e.node, e.arena);
+    } catch (const std::bad_alloc&) {
+        return record(EMEL_OUT_OF_MEMORY, "out of memory");
+    } catch (const std::length_error& e) {
+        return record(EMEL_OUT_OF_MEMORY, e.what());
+    } catch (const std::exception& e) {
+        return record(EMEL_INTERNAL, e.what());
+    } catch (...) {
+        return record(EMEL_INTERNAL, "unknown exception");
+    }
+}
+
+[[noreturn]] void bad_arg(const char* fn, const std::string& what, std::string tensor = {},
+                          std::string node = {}, std::string arena = {});
+
+template <typename T>
+void need(const T* p, const char* fn, const char* name) {
+    if (p == nullptr) bad_arg(fn, std::string(name) + " is NULL");
+}
+
+std::string q(const std::string& s);
+
+// Handle checks and conversions used by more than one area (status.cpp).
+void check_graph(const emel_graph* g, const char* fn);
+const GraphInput& input_of(const emel_graph& g, GraphInput& scratch);
+uint64_t budget_units(uint64_t time_budget_ms);
+void check_strategy_fit(int strategy, int fit, const char* fn);
+const emel_plan& check_plan(const emel_plan* p, const char* fn);
+
+}  // namespace emel::memory::c_api

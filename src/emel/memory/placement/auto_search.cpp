@@ -1,0 +1,154 @@
+// auto (docs/strategies.md §4): the best of the heuristics, improved by a
+// bounded, deterministic search over greedy placement orders.
+#include <algorithm>
+#include <numeric>
+
+#include "emel/memory/placement/placement.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
+    std::vector<uint32_t> order(b.count());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        if (p.offset[x] != p.offset[y]) return p.offset[x] < p.offset[y];
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        return b.rank[x] < b.rank[y];
+    });
+    return order;
+}
+
+// Buffers that reach the top of the placement: the ones to move.
+std::vector<uint32_t> peak_buffers(const Buffers& b, const Placement& p) {
+    std::vector<uint32_t> top;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.size[x] && p.offset[x] + b.size[x] == p.end) top.push_back(x);
+    return top;
+}
+
+std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vector<uint32_t>& first) {
+    std::vector<uint8_t> is_first(order.size(), 0);
+    for (uint32_t x : first) is_first[x] = 1;
+    std::stable_partition(order.begin(), order.end(), [&](uint32_t x) { return is_first[x] != 0; });
+    return order;
+}
+
+}  // namespace
+
+namespace {
+
+// auto without a capacity target: the portfolio, the exact search on small
+// instances, then local search over greedy orders.
+Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
+    const uint64_t bound = buffers_lower_bound(b);
+    // The portfolio, in tie-break order.
+    Placement best = place_slots(b);
+    uint64_t work = best.work;
+    std::vector<uint32_t> best_order = order_by_offset(b, best);
+    auto consider = [&](Placement&& p, const std::vector<uint32_t>* order) {
+        work += p.work;
+        if (p.end < best.end) {
+            best = std::move(p);
+            best_order = order ? *order : order_by_offset(b, best);
+        }
+    };
+    const auto by_size = order_by_size(b);
+    consider(place_best_fit(b), nullptr);
+    Placement first_pass = place_greedy(b, by_size, Fit::Best);
+    // Every later greedy pass costs about what this one did: one is started
+    // only when it still fits in the budget, so the wall time stays within the
+    // budget plus this first pass, whatever the instance's size.
+    const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
+    auto room_for_a_pass = [&] { return work + pass <= work_budget; };
+    consider(std::move(first_pass), &by_size);
+    // Later passes, most often useful first (idealloc traces: conflict degree
+    // x size with best fit is 1.0104 of the bound on S_1 where size order is
+    // 1.0158; first fit by size wins on Y_1).
+    std::vector<uint32_t> by_conflict;
+    if (room_for_a_pass()) {
+        by_conflict = order_by_conflict_size(b);
+        Placement p = place_greedy(b, by_conflict, Fit::Best);
+        p.method = "greedy_by_conflict_size";
+        consider(std::move(p), &by_conflict);
+    }
+    if (room_for_a_pass()) consider(place_greedy(b, by_size, Fit::First), &by_size);
+    if (room_for_a_pass()) {
+        Placement p = place_greedy(b, by_conflict, Fit::First);
+        p.method = "greedy_by_conflict_size_first_fit";
+        consider(std::move(p), &by_conflict);
+    }
+    if (room_for_a_pass()) {
+        const auto by_life = order_by_lifetime(b);
+        Placement p = place_greedy(b, by_life, Fit::Best);
+        p.method = "greedy_by_lifetime";
+        consider(std::move(p), &by_life);
+    }
+
+    // Small instances: an exact search with the remaining budget.
+    if (best.end > bound && b.count() <= 2000 && work < work_budget) {
+        // Most of what is left: on small instances the exact search is what
+        // closes gaps, and the local search below keeps the rest.
+        Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0);
+        work += p.work;
+        if (p.end < best.end) {
+            best_order = order_by_offset(b, p);
+            best = std::move(p);
+        }
+    }
+
+    // Local search over greedy orders: re-place what sits on the peak first.
+    Rng rng;
+    for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {
+        std::vector<uint32_t> order;
+        if (round == 0) {
+            order = order_by_offset(b, best);
+        } else if (round == 1) {
+            order = moved_to_front(best_order, peak_buffers(b, best));
+        } else {
+            order = best_order;
+            const auto top = peak_buffers(b, best);
+            if (top.empty() || order.size() < 2) break;
+            const uint32_t x = top[rng.below(top.size())];
+            const auto at = std::find(order.begin(), order.end(), x) - order.begin();
+            const size_t to = rng.below(static_cast<size_t>(at) + 1);
+            std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
+        }
+        Placement p = place_greedy(b, order, Fit::Best);
+        // Each round also builds an index and an order over every buffer.
+        work += p.work + kGreedyUnitsPerStep * 2 * b.count();
+        if (p.end <= best.end) {  // equal: keep walking the plateau
+            p.method = "auto_search";
+            best = std::move(p);
+            best_order = std::move(order);
+        }
+    }
+    best.work = work;
+    return best;
+}
+
+}  // namespace
+
+Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
+    // A capacity is a target to try, never a handicap: the untargeted answer
+    // is always computed, and only when it misses the target does a second
+    // budget go to an exact search aimed at the target (docs/strategies.md §4).
+    Placement best = place_auto_untargeted(b, work_budget);
+    // Whatever the winner, the peak of live bytes is a proven bound, and an
+    // answer that meets it is proven optimal.
+    const uint64_t bound = buffers_lower_bound(b);
+    best.lower_bound = std::max(best.lower_bound, bound);
+    best.optimal = best.optimal || best.end <= best.lower_bound;
+    if (target == 0 || best.end <= target || best.optimal) return best;
+    Placement aimed = place_optimal(b, work_budget, target);
+    const uint64_t work = best.work + aimed.work;
+    const uint64_t proven = std::max(best.lower_bound, aimed.lower_bound);
+    if (aimed.end < best.end) best = std::move(aimed);
+    best.lower_bound = proven;
+    best.optimal = best.end <= proven;
+    best.work = work;
+    return best;
+}
+
+}  // namespace emel::memory

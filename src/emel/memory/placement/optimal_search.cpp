@@ -1,0 +1,375 @@
+// optimal (docs/strategies.md §5): branch and bound over canonical placements,
+// after MiniMalloc (Moffitt, ASPLOS 2023). Buffers are placed in
+// non-decreasing offset order, each at the lowest offset above the conflicting
+// buffers already placed — every placement can be pushed down into that form
+// without growing, so the search is complete. Pruning:
+//  - dominance: never place a buffer at or above the lowest top any unplaced
+//    buffer could reach (that would leave a gap some buffer must fill later);
+//  - section inference: in every time section, the floor plus the bytes still
+//    to place there must fit under the capacity.
+// The search is budgeted in nodes (work units), never in wall time.
+#include <algorithm>
+#include <numeric>
+
+#include "emel/memory/core/checked_math.hpp"
+#include "emel/memory/placement/placement.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+enum class Outcome { Found, Infeasible, OutOfBudget };
+
+// One decision problem: do the buffers fit below `capacity`?
+class CanonicalSearch {
+  public:
+    explicit CanonicalSearch(const Buffers& b) : b_(b), n_(b.count()) {
+        // A buffer that is never live or holds no bytes constrains nothing:
+        // it stays at offset 0 outside the search. (A zero-size buffer in the
+        // search would make its own offset the "lowest top", and dominance
+        // would then cut every branch: a false infeasibility proof.)
+        std::vector<uint64_t> ends;
+        for (size_t x = 0; x < n_; ++x)
+            if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
+                active_.push_back(static_cast<uint32_t>(x));
+                ends.push_back(b.upper[x]);
+            }
+        std::sort(ends.begin(), ends.end());
+        ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+        // Sections, as MiniMalloc's sweep makes them: one per distinct end
+        // time e, holding the buffers live just before e (lower < e <= upper).
+        // Two buffers are live together exactly when they share a section
+        // (both hold the earlier of their two ends), and every maximal set of
+        // buffers live together is a section, so the section checks lose
+        // nothing against one section per time step, with far fewer sections.
+        sections_ = ends.size();
+        from_.assign(n_, 0);
+        to_.assign(n_, 0);
+        in_section_.resize(sections_);
+        for (uint32_t x : active_) {
+            from_[x] = static_cast<uint32_t>(std::upper_bound(ends.begin(), ends.end(), b.lower[x]) - ends.begin());
+            to_[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b.upper[x]) - ends.begin()) + 1;
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) in_section_[s].push_back(x);
+        }
+        conflicts_.resize(n_);
+        for (size_t i = 0; i < active_.size(); ++i)
+            for (size_t j = i + 1; j < active_.size(); ++j) {
+                const uint32_t x = active_[i], y = active_[j];
+                if (b.live_together(x, y)) {
+                    conflicts_[x].push_back(y);
+                    conflicts_[y].push_back(x);
+                }
+            }
+        if (b.has_partners())
+            for (uint32_t x : active_)
+                for (uint32_t y : b.partners[x])
+                    if (from_[y] < to_[y] && !b.live_together(x, y)) conflicts_[x].push_back(y);
+        initial_total_.assign(sections_, 0);
+        for (uint32_t x : active_)
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) initial_total_[s] += b.size[x];
+        initial_cuts_.assign(sections_ > 0 ? sections_ - 1 : 0, 0);
+        for (uint32_t x : active_)
+            for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++initial_cuts_[c];
+    }
+
+    // Round robin over MiniMalloc's three preorders with doubling node limits
+    // (its schedule), until a placement is found, infeasibility is proven, or
+    // the work budget is spent.
+    Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets,
+                  uint64_t& work) {
+        offsets.assign(n_, 0);
+        if (active_.empty()) return Outcome::Found;
+        uint64_t limit = active_.size();
+        while (true) {
+            limit *= 2;
+            bool all_exhausted = true;
+            for (int heuristic = 0; heuristic < kHeuristics; ++heuristic) {
+                const uint64_t left = budget > work ? budget - work : 0;
+                const Outcome r = run(capacity, heuristic, limit, left, offsets, work);
+                if (r != Outcome::OutOfBudget) return r;
+                if (work >= budget) return Outcome::OutOfBudget;
+                all_exhausted = all_exhausted && nodes_left_ == 0;
+            }
+            if (!all_exhausted) return Outcome::OutOfBudget;
+        }
+    }
+
+  private:
+    // MiniMalloc's default preorders "WAT", "TAW", "TWA": W = the lifetime's
+    // length, A = area (size x length), T = the largest total of unplaced
+    // bytes in the sections the buffer spans, taken when a partition starts.
+    static constexpr int kHeuristics = 3;
+
+    // A set of buffers that can be placed independently of all others: no
+    // unplaced buffer outside it shares a section with it.
+    struct Partition {
+        std::vector<uint32_t> buffers;  // in the partition's preorder
+        uint32_t first, last;           // its sections [first, last)
+    };
+
+    void preorder(std::vector<uint32_t>& xs) {
+        std::vector<uint64_t>& t = key_t_;
+        for (uint32_t x : xs) {
+            t[x] = 0;
+            for (uint32_t s = from_[x]; s < to_[x]; ++s) t[x] = std::max(t[x], total_[s]);
+            ops_ += to_[x] - from_[x];
+        }
+        const int h = heuristic_;
+        std::sort(xs.begin(), xs.end(), [&](uint32_t x, uint32_t y) {
+            const uint64_t wx = b_.upper[x] - b_.lower[x], wy = b_.upper[y] - b_.lower[y];
+            const unsigned __int128 ax = static_cast<unsigned __int128>(wx) * b_.size[x];
+            const unsigned __int128 ay = static_cast<unsigned __int128>(wy) * b_.size[y];
+            const auto before = [](auto a1, auto b1, auto a2, auto b2, auto a3, auto b3) {
+                if (a1 != b1) return a1 > b1 ? -1 : 1;
+                if (a2 != b2) return a2 > b2 ? -1 : 1;
+                if (a3 != b3) return a3 > b3 ? -1 : 1;
+                return 0;
+            };
+            int c = 0;
+            if (h == 0) c = before(wx, wy, ax, ay, t[x], t[y]);
+            if (h == 1) c = before(t[x], t[y], ax, ay, wx, wy);
+            if (h == 2) c = before(t[x], t[y], wx, wy, ax, ay);
+            if (c != 0) return c < 0;
+            return b_.rank[x] < b_.rank[y];
+        });
+        ops_ += xs.size() * 4;
+    }
+
+    // Outcome::OutOfBudget when the node limit or the work budget ran out.
+    Outcome run(uint64_t capacity, int heuristic, uint64_t node_limit, uint64_t work_left,
+                std::vector<uint64_t>& offsets, uint64_t& work) {
+        capacity_ = capacity;
+        heuristic_ = heuristic;
+        nodes_left_ = node_limit;
+        ops_ = 0;
+        ops_limit_ = work_left;
+        key_t_.assign(n_, 0);
+        min_offset_.assign(n_, 0);
+        placed_.assign(n_, 0);
+        floor_.assign(sections_, 0);
+        total_ = initial_total_;
+        cuts_ = initial_cuts_;
+        offsets_ = &offsets;
+        Partition whole{active_, 0, static_cast<uint32_t>(sections_)};
+        Outcome r = Outcome::Infeasible;
+        if (check(0, whole)) {
+            // Time ranges no buffer spans across are independent from the start.
+            std::vector<uint32_t> cutpoints{0};
+            if (!b_.has_partners())
+                for (uint32_t c = 0; c + 1 < sections_; ++c)
+                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
+            r = solve_pieces(whole, std::move(cutpoints));
+        }
+        work += ops_;
+        return r;
+    }
+
+    // Solves the pieces of `part` between consecutive cutpoints one by one,
+    // each with a preorder of its own (MiniMalloc's SubSolve).
+    Outcome solve_pieces(const Partition& part, std::vector<uint32_t> cutpoints) {
+        cutpoints.push_back(part.last);
+        Outcome r = Outcome::Found;
+        for (size_t k = 1; k < cutpoints.size() && r == Outcome::Found; ++k) {
+            Partition piece{{}, cutpoints[k - 1], cutpoints[k]};
+            for (uint32_t y : part.buffers)
+                if (!placed_[y] && from_[y] < piece.last && piece.first < to_[y]) piece.buffers.push_back(y);
+            ops_ += part.buffers.size();
+            if (piece.buffers.empty()) continue;
+            preorder(piece.buffers);
+            r = search(piece, 0, 0);
+        }
+        return r;
+    }
+
+    bool check(uint64_t offset, const Partition& part) {
+        ops_ += part.last - part.first;
+        for (size_t s = part.first; s < part.last; ++s) {
+            const uint64_t base = std::max(offset, floor_[s]);
+            if (total_[s] > capacity_ || base > capacity_ - total_[s]) return false;
+        }
+        return true;
+    }
+
+    Outcome search(const Partition& part, uint64_t prev_offset, uint32_t prev_index) {
+        if (nodes_left_ == 0 || ops_ > ops_limit_) return Outcome::OutOfBudget;
+        --nodes_left_;
+        ops_ += 4 * part.buffers.size();  // building and sorting the ordering
+        // Unplaced buffers by (lowest offset, position in the preorder).
+        std::vector<std::pair<uint64_t, uint32_t>> ordering;
+        uint64_t min_height = UINT64_MAX;
+        for (uint32_t k = 0; k < part.buffers.size(); ++k) {
+            const uint32_t x = part.buffers[k];
+            if (placed_[x]) continue;
+            ordering.emplace_back(min_offset_[x], k);
+            min_height = std::min(min_height, min_offset_[x] + b_.size[x]);
+        }
+        if (ordering.empty()) return Outcome::Found;
+        std::sort(ordering.begin(), ordering.end());
+        for (const auto& [offset, index] : ordering) {
+            // Canonical order: offsets never decrease; equal offsets by preorder.
+            if (offset < prev_offset || (offset == prev_offset && index < prev_index)) continue;
+            if (offset >= min_height) break;  // dominance (offsets only grow from here)
+            const uint32_t x = part.buffers[index];
+            if (offset > capacity_ || b_.size[x] > capacity_ - offset) continue;
+            const size_t mark_min = min_log_.size(), mark_floor = floor_log_.size();
+            const bool hatless = place(x, offset);
+            Outcome r = Outcome::Infeasible;
+            if (check(offset, part)) r = decompose(part, x, offset, index);
+            unplace(x, mark_min, mark_floor);
+            if (r != Outcome::Infeasible) return r;
+            // Nothing unplaced lives beside x: it constrained no one, so the
+            // failure below does not depend on choosing x; other choices fail too.
+            if (hatless) break;
+        }
+        return Outcome::Infeasible;
+    }
+
+    // After x is placed: continue in the same partition, or, when x was the
+    // last buffer holding sections together, solve the pieces one by one.
+    Outcome decompose(const Partition& part, uint32_t x, uint64_t offset, uint32_t index) {
+        std::vector<uint32_t> cutpoints{part.first};
+        for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c)
+            if (--cuts_[c] == 0 && c + 1 > part.first && c + 1 < part.last) cutpoints.push_back(c + 1);
+        Outcome r;
+        if (cutpoints.size() == 1 || b_.has_partners()) {
+            r = search(part, offset, index);
+        } else {
+            r = solve_pieces(part, std::move(cutpoints));
+        }
+        for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++cuts_[c];
+        return r;
+    }
+
+    // Places x; true when no unplaced buffer conflicts with it ("hatless").
+    bool place(uint32_t x, uint64_t offset) {
+        const size_t mark_raised = min_log_.size();
+        placed_[x] = 1;
+        (*offsets_)[x] = offset;
+        const uint64_t height = offset + b_.size[x];
+        bool hatless = true;
+        for (uint32_t y : conflicts_[x]) {
+            if (placed_[y]) continue;
+            hatless = false;
+            if (min_offset_[y] >= height) continue;
+            min_log_.push_back({y, min_offset_[y]});
+            auto raised = checked_align_up(height, b_.alignment[y]);
+            min_offset_[y] = raised ? *raised : UINT64_MAX;
+        }
+        for (uint32_t s = from_[x]; s < to_[x]; ++s) {
+            floor_log_.push_back({s, floor_[s]});
+            floor_[s] = height;
+            total_[s] -= b_.size[x];
+        }
+        ops_ += conflicts_[x].size() + (to_[x] - from_[x]);
+        // A section's floor is at least the lowest offset any unplaced buffer in
+        // it can take: revisit the sections of the buffers whose offsets rose.
+        ++stamp_;
+        if (section_stamp_.size() != sections_) section_stamp_.assign(sections_, 0);
+        for (size_t k = mark_raised; k < min_log_.size(); ++k) {
+            const uint32_t y = min_log_[k].first;
+            for (uint32_t s = from_[y]; s < to_[y]; ++s) {
+                if (section_stamp_[s] == stamp_) continue;
+                section_stamp_[s] = stamp_;
+                uint64_t lowest = UINT64_MAX;
+                for (uint32_t z : in_section_[s])
+                    if (!placed_[z]) lowest = std::min(lowest, min_offset_[z]);
+                ops_ += in_section_[s].size();
+                if (lowest != UINT64_MAX && floor_[s] < lowest) {
+                    floor_log_.push_back({s, floor_[s]});
+                    floor_[s] = lowest;
+                }
+            }
+        }
+        return hatless;
+    }
+
+    void unplace(uint32_t x, size_t mark_min, size_t mark_floor) {
+        while (floor_log_.size() > mark_floor) {
+            floor_[floor_log_.back().first] = floor_log_.back().second;
+            floor_log_.pop_back();
+        }
+        while (min_log_.size() > mark_min) {
+            min_offset_[min_log_.back().first] = min_log_.back().second;
+            min_log_.pop_back();
+        }
+        for (uint32_t s = from_[x]; s < to_[x]; ++s) total_[s] += b_.size[x];
+        placed_[x] = 0;
+    }
+
+    const Buffers& b_;
+    size_t n_;
+    size_t sections_ = 0;
+    std::vector<uint32_t> from_, to_, active_;
+    std::vector<std::vector<uint32_t>> in_section_, conflicts_;
+    std::vector<uint64_t> initial_total_;
+    std::vector<uint32_t> initial_cuts_;
+    // search state
+    int heuristic_ = 0;
+    uint64_t capacity_ = 0, nodes_left_ = 0, ops_ = 0, ops_limit_ = 0;
+    uint64_t stamp_ = 0;
+    std::vector<uint64_t> section_stamp_, key_t_;
+    std::vector<uint32_t> cuts_;
+    std::vector<uint64_t> min_offset_, floor_, total_;
+    std::vector<uint8_t> placed_;
+    std::vector<std::pair<uint32_t, uint64_t>> min_log_, floor_log_;
+    std::vector<uint64_t>* offsets_ = nullptr;
+};
+
+}  // namespace
+
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target) {
+    // The best quick heuristic: an upper bound and the fallback.
+    Placement best = place_greedy(b, order_by_size(b), Fit::Best);
+    uint64_t work = best.work;
+    uint64_t lo = buffers_lower_bound(b), hi = best.end;  // the optimum lies in [lo, hi]
+    // The search recurses once per buffer placed: keep its depth modest.
+    if (b.count() > 5000 || hi <= lo) {
+        best.optimal = hi <= lo;
+        best.lower_bound = lo;
+        if (!best.optimal) best.method = "greedy_by_size (too many buffers to search)";
+        best.work = work;
+        return best;
+    }
+    CanonicalSearch search(b);
+    std::vector<uint64_t> offsets;
+    uint64_t tried_high = 0;
+    // The lower bound first (tight instances are often posed there), then bisection.
+    uint64_t capacity = target != 0 && target < hi ? std::max(target, lo) : lo;
+    bool first = true;
+    while (lo < hi && capacity < hi && work < work_budget) {
+        // The first attempt gets half the budget (three quarters when it is the
+        // caller's target capacity); later ones a third of what is left.
+        const uint64_t left = work_budget - work;
+        const uint64_t share = first ? (target ? left / 4 * 3 : left / 2) : left / 3;
+        first = false;
+        uint64_t spent = 0;
+        const Outcome r = search.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent);
+        work += spent;
+        if (r == Outcome::Found) {
+            uint64_t end = 0;
+            for (size_t x = 0; x < b.count(); ++x)
+                if (b.lower[x] < b.upper[x]) end = std::max(end, offsets[x] + b.size[x]);
+            // A placement found under `capacity` ends there or below; anything
+            // else would stall the bisection, so it is never taken.
+            if (end > capacity) break;
+            best.offset = offsets;
+            best.end = end;
+            best.method = "optimal_search";
+            hi = end;
+        } else if (r == Outcome::Infeasible) {
+            lo = capacity + 1;
+        } else {
+            tried_high = std::max(tried_high, capacity + 1);  // unknown below capacity + 1
+        }
+        // Next: halfway between what is proven (or was given up on) and the best found.
+        const uint64_t from = std::max(lo, tried_high);
+        if (from >= hi) break;
+        capacity = from + (hi - from) / 2;
+    }
+    best.lower_bound = lo;
+    best.optimal = lo >= hi;
+    best.work = work;
+    return best;
+}
+
+}  // namespace emel::memory

@@ -1,0 +1,99 @@
+// Offset placement: buffers (live intervals with sizes) in, byte offsets out.
+// Shared by plan() for the offset strategies and by the low-level place() API.
+// docs/strategies.md is the specification.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "emel/memory/core/strategy.hpp"
+
+namespace emel::memory {
+
+// The placement problem: one row per buffer, half-open [lower, upper).
+struct Buffers {
+    std::vector<uint64_t> lower;
+    std::vector<uint64_t> upper;
+    std::vector<uint64_t> size;       // already rounded up to `alignment`
+    std::vector<uint64_t> alignment;  // power of two >= 1
+    std::vector<uint32_t> rank;       // tie-break order ("id order"), a permutation
+    std::vector<std::vector<uint32_t>> partners;  // must never overlap (may be empty)
+
+    size_t count() const { return size.size(); }
+    bool has_partners() const { return !partners.empty(); }
+    bool live_together(uint32_t a, uint32_t b) const {
+        return lower[a] < upper[b] && lower[b] < upper[a];
+    }
+};
+
+struct Placement {
+    std::vector<uint64_t> offset;
+    uint64_t end = 0;        // max(offset + size), before rounding to the arena alignment
+    uint64_t work = 0;       // deterministic work units spent
+    std::string method;      // which heuristic produced it (auto/optimal report it)
+    bool optimal = false;    // proven optimal (optimal strategy)
+    uint64_t lower_bound = 0;  // best proven lower bound on `end` (optimal strategy)
+};
+
+// A placement whose offset or end passes 2^64-1 while placing buffer
+// `buffer`. Placements see bare rows, so they throw this; the caller that
+// knows the rows' tensors and arena turns it into ALLOCATION_OVERFLOW naming
+// them (offsets.cpp).
+struct PlacementOverflow : std::exception {
+    uint32_t buffer;
+    explicit PlacementOverflow(uint32_t buffer_) : buffer(buffer_) {}
+    const char* what() const noexcept override { return "placement exceeds 2^64-1 bytes"; }
+};
+
+// splitmix64: a fixed-seed generator, so every run makes the same choices.
+struct Rng {
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
+};
+
+// Orders of docs/strategies.md.
+std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
+std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
+std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
+
+// §2: greedy placement in a given order (greedy_by_size.cpp).
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
+// §3: the online best-fit allocator (best_fit.cpp).
+Placement place_best_fit(const Buffers& b);
+// tmmu on bare buffers: slot colouring, aligned prefix sums (tmmu.cpp).
+Placement place_slots(const Buffers& b);
+// §4: portfolio + bounded search (auto_search.cpp).
+Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+// §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
+// (0: start at the lower bound).
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+
+// One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
+// capacity to try (0: none).
+Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, uint64_t target);
+
+// The place() API (docs/strategies.md §6): rows checked (lower <= upper),
+// sizes rounded up to `alignment`, placed by `s`; the arena size is the end
+// rounded up to `alignment`. Throws PlanError naming the row.
+struct RowPlacement {
+    Placement placed;
+    uint64_t arena_size = 0;
+    uint64_t lower_bound = 0;
+};
+RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper,
+                        std::vector<uint64_t> size, uint64_t alignment, Strategy s, Fit fit,
+                        uint64_t work_budget, uint64_t target);
+
+// Smallest peak of live bytes (sizes as given) over all instants: no placement
+// can end below it.
+uint64_t buffers_lower_bound(const Buffers& b);
+
+}  // namespace emel::memory
