@@ -5,7 +5,7 @@ Shared by the reference (which builds its plan hash from its own plan
 document with these functions), the checkpoint reader (which re-derives a
 checkpoint's plan hash from its contents) and anyone holding a plan document:
 :func:`plan_hash_of_document` needs nothing but ``Plan.to_json()``. The C++
-core computes the same bytes independently (``src/emel/memory/plan_hash.cpp``).
+core computes the same bytes independently (``src/emel/memory/determinism/plan_hash.cpp``).
 """
 
 from __future__ import annotations

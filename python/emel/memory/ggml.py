@@ -2,7 +2,7 @@
 
 The planning pass, the dynamic allocator and the graph allocator's state
 (buffers that only grow, shared buffer types, needs_realloc) run in the C++
-core (src/emel/memory/ggml_alloc.cpp, graph_allocator.cpp); this module holds
+core (src/emel/memory/ggml/ggml_alloc.cpp, graph_allocator.cpp); this module holds
 the ggml-shaped graph model, the converter from `emel.graph/1` (the mapping
 of the shared ggml-alloc baselines) and thin wrappers over the core.
 
@@ -190,7 +190,7 @@ def _check_ids(ids: Any, count: int, what: str) -> list:
 class GraphAllocator:
     """ggml_gallocr: reserve a worst-case graph into buffers that only grow.
 
-    A thin wrapper over the core's GraphAllocator (src/emel/memory/
+    A thin wrapper over the core's GraphAllocator (src/emel/memory/ggml/
     graph_allocator.cpp), which holds the buffers and the last plan. Safe to
     share between threads: each call holds the allocator's lock, so calls on
     one allocator run one at a time (different allocators run in parallel)."""
