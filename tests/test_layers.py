@@ -255,9 +255,16 @@ class K:
 # ---------------------------------------------------------------------------
 # the registry and fresh interpreters
 # ---------------------------------------------------------------------------
+def _package_root() -> str:
+    """Where the emel this suite tests lives: the source tree in a checkout
+    run, site-packages after ``pip install`` (the compiled core is there)."""
+    import emel.memory
+    return str(Path(emel.memory.__file__).resolve().parents[2])
+
+
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env["PYTHONPATH"] = os.pathsep.join([_package_root()] + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 
@@ -285,7 +292,7 @@ for name in names:
 def test_each_module_imports_alone():
     names = sorted((n for n in import_graph() if n.startswith(PREFIX) and n not in EXTENSIONS
                     and not n.endswith("__main__")), key=lambda n: (LAYERS[short(n)], n))
-    out = subprocess.run([sys.executable, "-c", _ALONE, str(ROOT), *names], env=_env(),
+    out = subprocess.run([sys.executable, "-c", _ALONE, _package_root(), *names], env=_env(),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "", out.stdout
