@@ -78,6 +78,17 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         p.method = "greedy_by_conflict_size";
         consider(std::move(p), &by_conflict);
     }
+    // Re-placing the best answer's buffers in the order of their offsets
+    // (best fit) often closes holes its own order left: S_1 1.0104 -> 1.0047.
+    // It is the local search's first step below, brought forward because on
+    // large traces the budget holds only a few passes.
+    if (room_for_a_pass() && best.end > bound) {
+        auto by_offset = order_by_offset(b, best);
+        Placement p = place_greedy(b, by_offset, Fit::Best);
+        p.method = "auto_search";
+        p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
+        consider(std::move(p), &by_offset);
+    }
     if (room_for_a_pass()) consider(place_greedy(b, by_size, Fit::Best), &by_size);
     if (room_for_a_pass()) {
         Placement p = place_greedy(b, by_conflict, Fit::First);
