@@ -46,12 +46,16 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // The portfolio, in tie-break order.
     Placement best = place_slots(b);
     uint64_t work = best.work;
-    std::vector<uint32_t> best_order = order_by_offset(b, best);
+    // The order that produced `best`; empty for the answers that came from no
+    // order (slots, best_fit, the exact search), which stand for their
+    // buffers by offset, sorted only if the local search gets that far.
+    std::vector<uint32_t> best_order;
     auto consider = [&](Placement&& p, const std::vector<uint32_t>* order) {
         work += p.work;
         if (p.end < best.end) {
             best = std::move(p);
-            best_order = order ? *order : order_by_offset(b, best);
+            if (order) best_order = *order;
+            else best_order.clear();
         }
     };
     const auto by_size = order_by_size(b);
@@ -109,8 +113,8 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0);
         work += p.work;
         if (p.end < best.end) {
-            best_order = order_by_offset(b, p);
             best = std::move(p);
+            best_order.clear();
         }
     }
 
@@ -118,6 +122,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     Rng rng;
     for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {
         std::vector<uint32_t> order;
+        if (round > 0 && best_order.empty()) best_order = order_by_offset(b, best);
         if (round == 0) {
             order = order_by_offset(b, best);
         } else if (round == 1) {
