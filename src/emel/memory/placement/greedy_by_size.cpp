@@ -7,6 +7,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/placement/placed_index.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
 
@@ -72,12 +73,107 @@ std::vector<uint32_t> order_by_conflict_size(const Buffers& b) {
     return order;
 }
 
+namespace {
+
+// Buffers per batch of the parallel pass: large enough that the threads'
+// hand-offs cost little, small enough that few buffers of a batch conflict
+// with an earlier one (uniform 10^6: about 5%).
+constexpr size_t kBatch = 512;
+// Traces smaller than this are placed on one thread: a pass takes
+// milliseconds, less than starting threads is worth.
+constexpr size_t kParallelFrom = 16384;
+
+// Marks the buffers of `batch` that are live together with an earlier buffer
+// of the batch: their gap depends on where that one lands.
+void mark_dependent(const Buffers& b, const uint32_t* batch, size_t m, std::vector<uint32_t>& by_lower,
+                    std::vector<uint32_t>& active, std::vector<uint8_t>& dependent) {
+    dependent.assign(m, 0);
+    by_lower.clear();
+    for (uint32_t i = 0; i < m; ++i)
+        if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
+    std::sort(by_lower.begin(), by_lower.end(),
+              [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
+    active.clear();  // batch positions whose interval may still overlap later starts
+    for (uint32_t i : by_lower) {
+        const uint64_t start = b.lower[batch[i]];
+        size_t kept = 0;
+        for (uint32_t j : active) {
+            if (b.upper[batch[j]] <= start) continue;
+            active[kept++] = j;
+            dependent[std::max(i, j)] = 1;  // they overlap: the later one in the order waits
+        }
+        active.resize(kept);
+        active.push_back(i);
+    }
+}
+
+// The greedy pass on several threads, identical to the one-thread pass: in
+// each batch, the gaps of the buffers that conflict with no earlier buffer of
+// the batch are found at once against the placement so far, then all are
+// placed in order, the others' gaps found then.
+void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, PlacedIndex& index,
+                          Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool) {
+    std::vector<GapFinder> finders;
+    for (unsigned t = 0; t < pool.size(); ++t) finders.emplace_back(b);
+    std::vector<uint64_t> early_offset(kBatch), early_work(kBatch);
+    std::vector<uint8_t> dependent, overflow(kBatch);
+    std::vector<uint32_t> by_lower, active, early;
+    for (size_t start = 0; start < order.size(); start += kBatch) {
+        const uint32_t* batch = order.data() + start;
+        const size_t m = std::min(kBatch, order.size() - start);
+        mark_dependent(b, batch, m, by_lower, active, dependent);
+        early.clear();
+        for (uint32_t i = 0; i < m; ++i)
+            if (!dependent[i]) early.push_back(i);
+        pool.run([&](unsigned t) {
+            for (size_t e = t; e < early.size(); e += pool.size()) {
+                const uint32_t i = early[e];
+                early_work[i] = 0;
+                overflow[i] = 0;
+                try {
+                    early_offset[i] = finders[t].find(index, out.offset, placed, batch[i], fit, early_work[i]);
+                } catch (const PlacementOverflow&) {
+                    overflow[i] = 1;  // raised when its turn comes, as one thread would
+                }
+            }
+        });
+        for (uint32_t i = 0; i < m; ++i) {
+            const uint32_t x = batch[i];
+            uint64_t chosen;
+            if (dependent[i]) {
+                chosen = finders[0].find(index, out.offset, placed, x, fit, out.work);
+            } else {
+                if (overflow[i]) throw PlacementOverflow(x);
+                chosen = early_offset[i];
+                out.work += early_work[i];
+            }
+            out.offset[x] = chosen;
+            out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: find() checked it
+            placed[x] = 1;
+            if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
+        }
+    }
+}
+
+}  // namespace
+
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
+    out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     std::vector<uint8_t> placed(n, 0);
     PlacedIndex index(b);
+    // Partners are placed buffers outside the index: one thread keeps their
+    // checks simple.
+    const unsigned threads = n >= kParallelFrom && !b.has_partners() ? placement_threads() : 1;
+    if (threads > 1) {
+        WorkerPool pool(threads);
+        if (pool.size() > 1) {
+            place_greedy_batched(b, order, fit, index, out, placed, pool);
+            return out;
+        }
+    }
     GapFinder gaps(b);
     for (uint32_t x : order) {
         const uint64_t chosen = gaps.find(index, out.offset, placed, x, fit, out.work);
@@ -86,7 +182,6 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
         placed[x] = 1;
         if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
     }
-    out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     return out;
 }
 

@@ -8,138 +8,230 @@
 #include <numeric>
 #include <vector>
 
+
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/placement/placement.hpp"
 
 namespace emel::memory {
 
-// A placed buffer's bytes: [offset, end), and its rank for tie-breaks.
-struct Span { uint64_t offset, end; uint32_t rank; };
+// A placed buffer's bytes: [offset, end). Spans with equal offset and end are
+// interchangeable in the gap search, so no tie-break beyond them is needed.
+struct Span { uint64_t offset, end; };
 
-// Placed buffers by interval. Buffers are sorted by `lower`, and everything a
-// query reads is kept by sorted position, so a query walks contiguous memory
-// and hands back spans without touching the per-buffer arrays. Short buffers
-// (lifetime at most `short_limit_`, the 90th percentile) are found by a linear
-// scan: any conflict with [lo, hi) has its `lower` in (lo - short_limit_, hi).
-// Long ones sit in a max-tree over the same order holding each placed long
-// buffer's `upper` (0 when not placed); a query visits only subtrees that can
-// hold a conflict, O((k + 1) log n) for k reported. An insert costs O(log n).
+// Placed buffers by interval. Live buffers are grouped in length classes
+// (lifetimes 1, 2, 3-4, 5-8, ..., doubling) and sorted by `lower` within a
+// class. A conflict with [lo, hi) in a class whose longest lifetime is L has
+// its `lower` in (lo - L, hi), one run of sorted positions, found through a
+// table of time buckets (about kRowsPerBucket rows each). A bitmap of placed
+// positions, small enough to stay in cache, says which rows of the run to
+// read, so a query reads the rows of placed buffers only: memory, not
+// comparisons, is what a pass over a million buffers waits on. Each row read
+// is filtered exactly (upper > lo, lower < hi). An insert is O(1).
 class PlacedIndex {
   public:
     explicit PlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
-        std::vector<uint32_t> by_lower(n);
-        std::iota(by_lower.begin(), by_lower.end(), 0u);
-        std::sort(by_lower.begin(), by_lower.end(),
-                  [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
-        position_.resize(n);
-        lower_.resize(n);
-        for (size_t k = 0; k < n; ++k) {
-            position_[by_lower[k]] = static_cast<uint32_t>(k);
-            lower_[k] = b.lower[by_lower[k]];
+        std::vector<uint32_t> live;
+        live.reserve(n);
+        for (uint32_t x = 0; x < n; ++x)
+            if (b.lower[x] < b.upper[x]) live.push_back(x);
+        auto length_class = [&](uint32_t x) {
+            const uint64_t length = b.upper[x] - b.lower[x];
+            return length <= 1 ? 0u : static_cast<unsigned>(64 - __builtin_clzll(length - 1));
+        };
+        std::sort(live.begin(), live.end(), [&](uint32_t x, uint32_t y) {
+            const unsigned cx = length_class(x), cy = length_class(y);
+            if (cx != cy) return cx < cy;
+            return b.lower[x] < b.lower[y];
+        });
+        position_.assign(n, kNotLive);
+        lower_.resize(live.size());
+        row_.resize(live.size());
+        placed_.assign((live.size() + 63) / 64, 0);
+        for (size_t k = 0; k < live.size(); ++k) {
+            const uint32_t x = live[k];
+            position_[x] = static_cast<uint32_t>(k);
+            lower_[k] = b.lower[x];
+            row_[k] = Row{b.lower[x], b.upper[x], Span{0, 0}};
+            const unsigned c = length_class(x);
+            if (classes_.empty() || classes_.back().length_class != c)
+                classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
+            Class& cls = classes_.back();
+            cls.end = k + 1;
+            cls.longest = std::max(cls.longest, b.upper[x] - b.lower[x]);
         }
-        placed_upper_.assign(n, 0);
-        span_.assign(n, Span{0, 0, 0});
-        if (n > 0) {
-            std::vector<uint64_t> length(n);
-            for (size_t x = 0; x < n; ++x) length[x] = b.upper[x] - b.lower[x];
-            auto at = length.begin() + static_cast<std::ptrdiff_t>(n - 1 - (n - 1) / 10);
-            std::nth_element(length.begin(), at, length.end());
-            short_limit_ = *at;
-        }
-        leaves_ = 1;
-        while (leaves_ < n) leaves_ <<= 1;
-        max_upper_.assign(2 * leaves_, 0);
+        for (Class& cls : classes_) build_buckets(cls);
     }
 
     void insert(uint32_t x, uint64_t offset) {
         const uint32_t k = position_[x];
-        placed_upper_[k] = b_.upper[x];
-        span_[k] = Span{offset, offset + b_.size[x], b_.rank[x]};
-        if (b_.upper[x] - b_.lower[x] <= short_limit_) return;
-        size_t node = leaves_ + k;
-        max_upper_[node] = b_.upper[x];
-        for (node >>= 1; node >= 1; node >>= 1)
-            max_upper_[node] = std::max(max_upper_[2 * node], max_upper_[2 * node + 1]);
+        if (k == kNotLive) return;
+        row_[k].span = Span{offset, offset + b_.size[x]};
+        placed_[k / 64] |= uint64_t{1} << (k % 64);
     }
 
+    // A query's runs of sorted positions, one per class; each querying thread
+    // has its own.
+    using Runs = std::vector<std::pair<size_t, size_t>>;
+
     // Appends the span of every placed buffer with lower < hi and upper > lo.
-    void collect(uint64_t lo, uint64_t hi, std::vector<Span>& out) const {
-        // Sorted positions [0, end) have lower < hi.
-        const size_t end = std::lower_bound(lower_.begin(), lower_.end(), hi) - lower_.begin();
-        if (end == 0) return;
-        // Short buffers: lower > lo - short_limit_.
-        const uint64_t from_lower = lo >= short_limit_ ? lo - short_limit_ + 1 : 0;
-        const size_t from = std::lower_bound(lower_.begin(), lower_.begin() + end, from_lower) - lower_.begin();
-        for (size_t k = from; k < end; ++k) {
-            const uint64_t up = placed_upper_[k];
-            if (up > lo && up - lower_[k] <= short_limit_) out.push_back(span_[k]);
-        }
-        // Long buffers: the tree.
-        stack_.clear();
-        stack_.push_back({1, 0, leaves_});
-        while (!stack_.empty()) {
-            const Frame f = stack_.back();
-            stack_.pop_back();
-            if (f.from >= end || max_upper_[f.node] <= lo) continue;
-            if (f.node >= leaves_) {
-                out.push_back(span_[f.from]);
-                continue;
+    // Safe to call from several threads at once while nothing is inserted.
+    void collect(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& run) const {
+        run.resize(classes_.size());
+        // Each class's run, widened to whole buckets: the rows a bucket adds
+        // fail the exact filter below (lower <= lo - longest means upper <= lo).
+        size_t most = 0;
+        for (size_t c = 0; c < classes_.size(); ++c) {
+            const Class& cls = classes_[c];
+            const uint64_t from_lower = lo >= cls.longest ? lo - cls.longest + 1 : 0;
+            run[c] = {bucket_start(cls, from_lower, false), bucket_start(cls, hi, true)};
+            if (run[c].first < run[c].second) {
+                __builtin_prefetch(&row_[run[c].first]);
+                most += run[c].second - run[c].first;
             }
-            const size_t mid = f.from + (f.to - f.from) / 2;
-            stack_.push_back({2 * f.node + 1, mid, f.to});
-            stack_.push_back({2 * f.node, f.from, mid});
         }
+        size_t count = out.size();
+        out.resize(count + most);
+        Span* to_span = out.data();
+        for (const auto& [from, to] : run) {
+            if (from >= to) continue;
+            const size_t last_word = (to - 1) / 64;
+            for (size_t w = from / 64; w <= last_word; ++w) {
+                uint64_t bits = placed_[w];
+                if (w == from / 64) bits &= ~uint64_t{0} << (from % 64);
+                if (w == last_word && to % 64) bits &= ~(~uint64_t{0} << (to % 64));
+                // Write every placed row's span, keep those that conflict (no
+                // branch to mispredict).
+                for (; bits; bits &= bits - 1) {
+                    const Row& r = row_[w * 64 + static_cast<size_t>(__builtin_ctzll(bits))];
+                    to_span[count] = r.span;
+                    count += (r.upper > lo) & (r.lower < hi);
+                }
+            }
+        }
+        out.resize(count);
     }
 
   private:
-    struct Frame { size_t node, from, to; };
+    static constexpr uint32_t kNotLive = UINT32_MAX;
+    static constexpr size_t kRowsPerBucket = 2;
+    static constexpr size_t kCrowded = 16;  // rows in a bucket worth a search
+    struct Row { uint64_t lower, upper; Span span; };  // span: once placed
+    struct Class {
+        unsigned length_class;
+        size_t begin, end;            // sorted positions
+        uint64_t longest;             // its longest lifetime
+        // Time buckets: bucket i holds lowers in [first_lower + (i << shift), ...),
+        // and its first sorted position is bucket_[buckets_begin + i].
+        uint64_t first_lower;
+        unsigned shift;
+        uint64_t buckets;
+        size_t buckets_begin;
+    };
+
+    void build_buckets(Class& cls) {
+        const size_t rows = cls.end - cls.begin;
+        const uint64_t spread = lower_[cls.end - 1] - lower_[cls.begin];
+        const uint64_t wanted = std::max<uint64_t>(1, rows / kRowsPerBucket);
+        unsigned shift = 0;
+        while ((spread >> shift) + 1 > wanted) ++shift;
+        cls.first_lower = lower_[cls.begin];
+        cls.shift = shift;
+        cls.buckets = (spread >> shift) + 1;
+        cls.buckets_begin = bucket_.size();
+        size_t k = cls.begin;
+        for (uint64_t i = 0; i < cls.buckets; ++i) {
+            while (((lower_[k] - cls.first_lower) >> shift) < i) ++k;  // the last row is in the last bucket
+            bucket_.push_back(static_cast<uint32_t>(k));
+        }
+        bucket_.push_back(static_cast<uint32_t>(cls.end));
+    }
+
+    // A sorted position of `cls` at or before the first row whose lower is
+    // >= t (`past`: at or after it), within a bucket's rows. Lopsided time
+    // values can crowd a bucket, which is then searched exactly.
+    size_t bucket_start(const Class& cls, uint64_t t, bool past) const {
+        if (t <= cls.first_lower) return cls.begin;
+        const uint64_t i = (t - cls.first_lower) >> cls.shift;
+        if (i >= cls.buckets) return cls.end;
+        const uint32_t* bucket = &bucket_[cls.buckets_begin + i];
+        const size_t from = bucket[0], to = bucket[1];
+        if (to - from <= kCrowded) return past ? to : from;
+        return static_cast<size_t>(std::lower_bound(lower_.begin() + static_cast<std::ptrdiff_t>(from),
+                                                    lower_.begin() + static_cast<std::ptrdiff_t>(to), t) -
+                                   lower_.begin());
+    }
+
     const Buffers& b_;
-    std::vector<uint32_t> position_;      // buffer -> sorted position
-    std::vector<uint64_t> lower_;         // by sorted position
-    std::vector<uint64_t> placed_upper_;  // by sorted position; 0 when not placed
-    std::vector<Span> span_;              // by sorted position, once placed
-    uint64_t short_limit_ = 0;
-    size_t leaves_;
-    std::vector<uint64_t> max_upper_;
-    mutable std::vector<Frame> stack_;
+    std::vector<uint32_t> position_;  // buffer -> sorted position (kNotLive: never live)
+    std::vector<uint64_t> lower_;     // by sorted position
+    std::vector<Row> row_;            // by sorted position
+    std::vector<uint64_t> placed_;    // bit per sorted position
+    std::vector<Class> classes_;
+    std::vector<uint32_t> bucket_;    // every class's bucket starts, then its end
 };
 
-// Sorts spans by offset, ties by end then rank: small inputs by comparison,
-// large ones by a stable radix sort on the offset alone, which gives the same
-// gap choice (below) for any buffer that holds bytes, since among spans that
-// start at one offset only the first is ever a candidate gap's upper edge.
+// Sorts spans by offset. A zero-size buffer can land between spans that start
+// at one offset, so for it ties are broken by end (spans equal in both are
+// interchangeable). For a buffer that holds bytes the order among spans of one
+// offset does not matter: only the first of them is ever a candidate gap's
+// upper edge, and the cursor after them is their highest end in any order. So
+// large inputs are spread into about k buckets by the offset's leading bits
+// (one counting pass) and each bucket is sorted on its own: linear for offsets
+// spread over a range, k log k at worst.
 class SpanSorter {
   public:
     void sort(std::vector<Span>& spans, bool full_order) {
         const size_t k = spans.size();
-        if (full_order || !by_radix(k)) {
+        if (full_order) {
             std::sort(spans.begin(), spans.end(), [](const Span& p, const Span& q) {
-                if (p.offset != q.offset) return p.offset < q.offset;
-                if (p.end != q.end) return p.end < q.end;
-                return p.rank < q.rank;
+                return p.offset != q.offset ? p.offset < q.offset : p.end < q.end;
             });
             return;
         }
-        uint64_t top = 0;
-        for (const Span& s : spans) top |= s.offset;
-        scratch_.resize(k);
-        for (unsigned shift = 0; shift < 64 && (top >> shift) != 0; shift += kBits) {
-            count_.fill(0);
-            for (const Span& s : spans) ++count_[(s.offset >> shift) & kMask];
-            size_t sum = 0;
-            for (auto& c : count_) { const size_t here = c; c = sum; sum += here; }
-            for (const Span& s : spans) scratch_[count_[(s.offset >> shift) & kMask]++] = s;
-            spans.swap(scratch_);
+        if (k < kSpreadFrom) {
+            sort_by_offset(spans.begin(), spans.end());
+            return;
         }
+        uint64_t low = UINT64_MAX, high = 0;
+        for (const Span& s : spans) {
+            low = std::min(low, s.offset);
+            high = std::max(high, s.offset);
+        }
+        if (low == high) return;
+        const unsigned range_bits = 64 - static_cast<unsigned>(__builtin_clzll(high - low));
+        // About two buckets per span: most hold none or one.
+        const unsigned bucket_bits = 65 - static_cast<unsigned>(__builtin_clzll(k - 1));
+        const unsigned shift = range_bits > bucket_bits ? range_bits - bucket_bits : 0;
+        const size_t buckets = size_t{1} << (range_bits - shift);
+        edge_.assign(buckets + 1, 0);
+        for (const Span& s : spans) ++edge_[(s.offset - low) >> shift];
+        for (size_t i = 1; i <= buckets; ++i) edge_[i] += edge_[i - 1];  // bucket ends
+        scratch_.resize(k);
+        for (const Span& s : spans) scratch_[--edge_[(s.offset - low) >> shift]] = s;  // now bucket starts
+        for (size_t i = 0; i < buckets; ++i)
+            if (edge_[i + 1] - edge_[i] > 1)
+                sort_by_offset(scratch_.begin() + static_cast<std::ptrdiff_t>(edge_[i]),
+                               scratch_.begin() + static_cast<std::ptrdiff_t>(edge_[i + 1]));
+        spans.swap(scratch_);
     }
 
-    static bool by_radix(size_t k) { return k >= 256; }
-
   private:
-    static constexpr unsigned kBits = 11;
-    static constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
-    std::array<size_t, size_t{1} << kBits> count_{};
+    static constexpr size_t kSpreadFrom = 32;
+    using Iter = std::vector<Span>::iterator;
+    static void sort_by_offset(Iter first, Iter last) {
+        if (last - first <= 16) {  // insertion sort
+            for (Iter i = first + (first != last); i < last; ++i) {
+                const Span v = *i;
+                Iter j = i;
+                for (; j > first && (j - 1)->offset > v.offset; --j) *j = *(j - 1);
+                *j = v;
+            }
+            return;
+        }
+        std::sort(first, last, [](const Span& p, const Span& q) { return p.offset < q.offset; });
+    }
+    std::vector<uint32_t> edge_;
     std::vector<Span> scratch_;
 };
 
@@ -156,11 +248,11 @@ class GapFinder {
     uint64_t find(const PlacedIndex& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
         spans_.clear();
-        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_);
+        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
                 if (placed[q] && !b_.live_together(x, q))
-                    spans_.push_back({offset[q], offset[q] + b_.size[q], b_.rank[q]});
+                    spans_.push_back({offset[q], offset[q] + b_.size[q]});
         // A zero-size buffer can land between spans that start at one offset:
         // it needs their full order.
         sorter_.sort(spans_, b_.size[x] == 0);
@@ -169,7 +261,7 @@ class GapFinder {
         // really take.
         const uint64_t k = spans_.size();
         work += kGreedyUnitsPerStep * (1 + k) +
-                (SpanSorter::by_radix(k) ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
+                (k >= 256 ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
         const uint64_t a = b_.alignment[x], size = b_.size[x];
         uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
         bool found = false;
@@ -198,6 +290,7 @@ class GapFinder {
   private:
     const Buffers& b_;
     std::vector<Span> spans_;
+    PlacedIndex::Runs runs_;
     SpanSorter sorter_;
 };
 

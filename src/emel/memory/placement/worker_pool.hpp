@@ -1,0 +1,46 @@
+// Threads for the greedy passes over huge traces (docs/strategies.md §2):
+// a fixed set that runs one job on every thread at once. Results never depend
+// on the number of threads; only the wall time does.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace emel::memory {
+
+// How many threads a pass may use: EMEL_THREADS when set to 1..64, else the
+// machine's hardware threads, at most 8.
+unsigned placement_threads();
+
+class WorkerPool {
+  public:
+    // `threads` counts the caller. Threads the system refuses to start are
+    // done without: the pool may be smaller than asked, never broken.
+    explicit WorkerPool(unsigned threads);
+    ~WorkerPool();
+    WorkerPool(const WorkerPool&) = delete;
+    WorkerPool& operator=(const WorkerPool&) = delete;
+
+    unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
+    // Runs job(t) for every t in [0, size()) at once, t = 0 on the caller;
+    // returns when all are done, rethrowing the first exception any raised.
+    void run(const std::function<void(unsigned)>& job);
+
+  private:
+    void serve(unsigned t);
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable start_, done_;
+    const std::function<void(unsigned)>* job_ = nullptr;
+    uint64_t generation_ = 0;
+    unsigned pending_ = 0;
+    bool stop_ = false;
+    std::exception_ptr error_;
+};
+
+}  // namespace emel::memory

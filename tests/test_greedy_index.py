@@ -1,0 +1,116 @@
+"""The greedy pass on large traces (docs/strategies.md §2, issue 11 scale).
+
+Past 16,384 buffers the core places with its length-class index, a bucket
+sort of the conflicts and several threads. Everything here checks that these
+give exactly the offsets of the specification: against an independent NumPy
+implementation of §2 (a plain scan of all placed buffers), and across thread
+counts, which must change nothing, not even the work charged."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import emel.memory as mm
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+import synthetic_traces  # noqa: E402
+
+
+def greedy_spec(lower, upper, size, alignment=1, fit="best"):
+    """§2 written out with NumPy: biggest first (ties: earlier, longer, row),
+    each into the tightest (first fit: lowest) gap among the placed buffers
+    it lives with, found by a scan of every placed buffer."""
+    lower = np.asarray(lower, np.int64)
+    upper = np.asarray(upper, np.int64)
+    size = -(-np.asarray(size, np.int64) // alignment) * alignment
+    n = len(size)
+    order = np.lexsort((np.arange(n), -(upper - lower), lower, -size))
+    offset = np.zeros(n, np.int64)
+    placed = np.zeros(n, bool)
+    for x in order:
+        lo, up, s = lower[x], upper[x], size[x]
+        near = np.flatnonzero(placed & (lower < up) & (upper > lo)) if lo < up else np.empty(0, np.int64)
+        starts = offset[near]
+        ends = starts + size[near]
+        by_offset = np.lexsort((ends, starts))
+        cursor, chosen, best_gap = 0, None, None
+        for o, e in zip(starts[by_offset].tolist(), ends[by_offset].tolist()):
+            start = -(-cursor // alignment) * alignment
+            if start + s <= o and (best_gap is None or o - cursor < best_gap):
+                chosen, best_gap = start, o - cursor
+                if fit == "first":
+                    break
+            cursor = max(cursor, e)
+        offset[x] = -(-cursor // alignment) * alignment if chosen is None else chosen
+        placed[x] = lo < up  # a never-live row holds no bytes at any instant (§6)
+    return offset
+
+
+def lopsided(n, seed):
+    """A trace that strains the index: most rows short and packed near time 0,
+    a few living almost the whole trace, a cluster far out (2^40), never-live
+    rows and zero-size rows. The far cluster crowds the time buckets of the
+    classes it shares, which must then be searched."""
+    rng = np.random.default_rng(seed)
+    kind = rng.choice(5, size=n, p=[0.80, 0.03, 0.10, 0.04, 0.03])
+    lower = rng.integers(0, 3000, n)
+    length = rng.integers(1, 9, n)
+    length = np.where(kind == 1, rng.integers(1000, 3000, n), length)
+    lower = np.where(kind == 2, (1 << 40) + rng.integers(0, 60, n), lower)
+    length = np.where(kind == 2, rng.integers(1, 40, n), length)
+    length = np.where(kind == 3, 0, length)                      # never live
+    size = rng.integers(1, 4097, n)
+    size = np.where(kind == 4, 0, size)                          # zero-size
+    return lower, lower + length, size
+
+
+CASES = {
+    "uniform": lambda: synthetic_traces.uniform(20000, seed=4),
+    "lopsided": lambda: lopsided(17000, seed=7),
+}
+
+
+@pytest.mark.parametrize("fit", ["best", "first"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_large_greedy_pass_equals_the_specification(case, fit):
+    lower, upper, size = CASES[case]()
+    alignment = 16 if case == "lopsided" else 1
+    assert len(size) >= 16384  # the threaded pass
+    got = mm.place(lower, upper, size, "greedy_by_size", alignment, fit=fit)
+    want = greedy_spec(lower, upper, size, alignment, fit)
+    assert np.array_equal(np.asarray(got.offsets, np.int64), want)
+    assert got.size == int((want + -(-np.asarray(size) // alignment) * alignment).max())
+
+
+_RUN = """
+import hashlib, json, sys
+import numpy as np
+sys.path.insert(0, {bench!r})
+import emel.memory as mm, synthetic_traces as st
+out = {{}}
+for fam in ("uniform", "transformer"):
+    lower, upper, size = st.generate(fam, 40000, 2)
+    for strategy, fit in (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("auto", "best")):
+        r = mm.place(lower, upper, size, strategy, fit=fit, time_budget_ms=50)
+        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
+        out[f"{{fam}} {{strategy}} {{fit}}"] = [digest, r.size, r.work, r.method]
+print(json.dumps(out))
+"""
+
+
+def test_thread_count_changes_nothing():
+    results = []
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, EMEL_THREADS=threads)
+        done = subprocess.run([sys.executable, "-c", _RUN.format(bench=str(BENCH))], env=env,
+                              capture_output=True, text=True, check=True)
+        results.append(json.loads(done.stdout))
+    assert results[0] == results[1] == results[2]
+    assert len(results[0]) == 6
