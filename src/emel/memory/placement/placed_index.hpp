@@ -16,7 +16,13 @@ namespace emel::memory {
 
 // A placed buffer's bytes: [offset, end). Spans with equal offset and end are
 // interchangeable in the gap search, so no tie-break beyond them is needed.
-struct Span { uint64_t offset, end; };
+struct Span {
+    uint64_t offset, end;
+    // Left uninitialised on purpose: a query sizes its buffer for every
+    // candidate row and then writes the ones it keeps.
+    Span() noexcept {}  // NOLINT
+    Span(uint64_t offset_, uint64_t end_) noexcept : offset(offset_), end(end_) {}
+};
 
 // Placed buffers by interval. Live buffers are grouped in length classes
 // (lifetimes 1, 2, 3-4, 5-8, ..., doubling) and sorted by `lower` within a
@@ -31,19 +37,22 @@ class PlacedIndex {
   public:
     explicit PlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
-        std::vector<uint32_t> live;
-        live.reserve(n);
-        for (uint32_t x = 0; x < n; ++x)
-            if (b.lower[x] < b.upper[x]) live.push_back(x);
-        auto length_class = [&](uint32_t x) {
+        // Live buffers by (length class, lower), sorted as contiguous records.
+        struct Key { uint64_t lower; uint32_t length_class, x; };
+        std::vector<Key> keys;
+        keys.reserve(n);
+        for (uint32_t x = 0; x < n; ++x) {
+            if (b.lower[x] >= b.upper[x]) continue;
             const uint64_t length = b.upper[x] - b.lower[x];
-            return length <= 1 ? 0u : static_cast<unsigned>(64 - __builtin_clzll(length - 1));
-        };
-        std::sort(live.begin(), live.end(), [&](uint32_t x, uint32_t y) {
-            const unsigned cx = length_class(x), cy = length_class(y);
-            if (cx != cy) return cx < cy;
-            return b.lower[x] < b.lower[y];
+            const uint32_t c = length <= 1 ? 0u : static_cast<uint32_t>(64 - __builtin_clzll(length - 1));
+            keys.push_back(Key{b.lower[x], c, x});
+        }
+        std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
+            return p.length_class != q.length_class ? p.length_class < q.length_class : p.lower < q.lower;
         });
+        std::vector<uint32_t> live(keys.size());
+        for (size_t k = 0; k < keys.size(); ++k) live[k] = keys[k].x;
+        auto length_class = [&](size_t k) { return keys[k].length_class; };
         position_.assign(n, kNotLive);
         lower_.resize(live.size());
         row_.resize(live.size());
@@ -53,7 +62,7 @@ class PlacedIndex {
             position_[x] = static_cast<uint32_t>(k);
             lower_[k] = b.lower[x];
             row_[k] = Row{b.lower[x], b.upper[x], Span{0, 0}};
-            const unsigned c = length_class(x);
+            const unsigned c = length_class(k);
             if (classes_.empty() || classes_.back().length_class != c)
                 classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
             Class& cls = classes_.back();
@@ -208,19 +217,18 @@ class SpanSorter {
         for (const Span& s : spans) ++edge_[(s.offset - low) >> shift];
         for (size_t i = 1; i <= buckets; ++i) edge_[i] += edge_[i - 1];  // bucket ends
         scratch_.resize(k);
-        for (const Span& s : spans) scratch_[--edge_[(s.offset - low) >> shift]] = s;  // now bucket starts
-        for (size_t i = 0; i < buckets; ++i)
-            if (edge_[i + 1] - edge_[i] > 1)
-                sort_by_offset(scratch_.begin() + static_cast<std::ptrdiff_t>(edge_[i]),
-                               scratch_.begin() + static_cast<std::ptrdiff_t>(edge_[i + 1]));
+        for (const Span& s : spans) scratch_[--edge_[(s.offset - low) >> shift]] = s;
+        // In bucket order, every span is already past all smaller buckets:
+        // an insertion sort only moves spans within their bucket.
+        sort_by_offset(scratch_.begin(), scratch_.end(), true);
         spans.swap(scratch_);
     }
 
   private:
     static constexpr size_t kSpreadFrom = 32;
     using Iter = std::vector<Span>::iterator;
-    static void sort_by_offset(Iter first, Iter last) {
-        if (last - first <= 16) {  // insertion sort
+    static void sort_by_offset(Iter first, Iter last, bool nearly_sorted = false) {
+        if (nearly_sorted || last - first <= 16) {  // insertion sort
             for (Iter i = first + (first != last); i < last; ++i) {
                 const Span v = *i;
                 Iter j = i;
