@@ -49,6 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+# OpenBLAS's idle threads spin for a while after any call and would take a core
+# from the allocators being timed; none of them uses BLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
