@@ -214,10 +214,17 @@ class SpanSorter {
         const unsigned shift = range_bits > bucket_bits ? range_bits - bucket_bits : 0;
         const size_t buckets = size_t{1} << (range_bits - shift);
         edge_.assign(buckets + 1, 0);
-        for (const Span& s : spans) ++edge_[(s.offset - low) >> shift];
+        uint32_t fullest = 0;
+        for (const Span& s : spans) fullest = std::max(fullest, ++edge_[(s.offset - low) >> shift]);
         for (size_t i = 1; i <= buckets; ++i) edge_[i] += edge_[i - 1];  // bucket ends
         scratch_.resize(k);
         for (const Span& s : spans) scratch_[--edge_[(s.offset - low) >> shift]] = s;
+        // Offsets bunched in a few buckets (a few huge spans stretch the
+        // range) would make the insertion sort below quadratic: such buckets
+        // are sorted on their own first.
+        for (size_t i = 0; fullest > kCrowded && i < buckets; ++i)
+            if (edge_[i + 1] - edge_[i] > kCrowded)
+                sort_by_offset(scratch_.begin() + edge_[i], scratch_.begin() + edge_[i + 1]);
         // In bucket order, every span is already past all smaller buckets:
         // an insertion sort only moves spans within their bucket.
         sort_by_offset(scratch_.begin(), scratch_.end(), true);
@@ -226,6 +233,7 @@ class SpanSorter {
 
   private:
     static constexpr size_t kSpreadFrom = 32;
+    static constexpr uint32_t kCrowded = 16;
     using Iter = std::vector<Span>::iterator;
     static void sort_by_offset(Iter first, Iter last, bool nearly_sorted = false) {
         if (nearly_sorted || last - first <= 16) {  // insertion sort
