@@ -1,4 +1,5 @@
-"""The greedy pass on large traces (docs/strategies.md §2, issue 11 scale).
+"""The greedy pass on large traces (docs/strategies.md §2, issue 11 scale), and
+threads in the placement searches.
 
 Past 16,384 buffers the core places with its length-class index, a bucket
 sort of the conflicts and several threads. Everything here checks that these
@@ -101,16 +102,29 @@ for fam in ("uniform", "transformer"):
         r = mm.place(lower, upper, size, strategy, fit=fit, time_budget_ms=50)
         digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
         out[f"{{fam}} {{strategy}} {{fit}}"] = [digest, r.size, r.work, r.method]
+# The exact search runs its three preorders at once on instances past 64 buffers.
+for name in ("G", "H", "K"):
+    _, lower, upper, size = mm.read_buffers_csv({challenging!r} + f"/{{name}}.1048576.csv")
+    for strategy, budget in (("optimal", 300), ("auto", 300), ("optimal", 30)):
+        r = mm.place(lower, upper, size, strategy, time_budget_ms=budget, capacity=1048576)
+        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
+        out[f"{{name}} {{strategy}} {{budget}}"] = [digest, r.size, r.work, r.method, r.optimal, r.proven_bound]
 print(json.dumps(out))
 """
 
 
+CHALLENGING = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging"
+
+
+@pytest.mark.skipif(not CHALLENGING.is_dir() and not os.environ.get("CI"), reason="needs ../shared/dsa")
 def test_thread_count_changes_nothing():
+    """The greedy passes (past 16,384 buffers) and the exact search (past 64)
+    use threads; offsets, size, work and verdicts must not depend on how many."""
     results = []
     for threads in ("1", "2", "3"):
         env = dict(os.environ, EMEL_THREADS=threads)
-        done = subprocess.run([sys.executable, "-c", _RUN.format(bench=str(BENCH))], env=env,
-                              capture_output=True, text=True, check=True)
+        code = _RUN.format(bench=str(BENCH), challenging=str(CHALLENGING))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         results.append(json.loads(done.stdout))
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6
+    assert len(results[0]) == 6 + 9

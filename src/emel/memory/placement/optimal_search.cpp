@@ -9,10 +9,14 @@
 //    to place there must fit under the capacity.
 // The search is budgeted in nodes (work units), never in wall time.
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <memory>
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
 
@@ -20,19 +24,22 @@ namespace {
 
 enum class Outcome { Found, Infeasible, OutOfBudget };
 
-// One decision problem: do the buffers fit below `capacity`?
-class CanonicalSearch {
-  public:
-    explicit CanonicalSearch(const Buffers& b) : b_(b), n_(b.count()) {
+// Instances with fewer buffers to search run their preorders on one thread.
+constexpr size_t kSearchThreadsFrom = 64;
+
+// What every search of one instance shares and none changes: the buffers
+// that matter, their sections and their conflicts.
+struct CanonicalInstance {
+    explicit CanonicalInstance(const Buffers& b_) : b(b_), n(b_.count()) {
         // A buffer that is never live or holds no bytes constrains nothing:
         // it stays at offset 0 outside the search. (A zero-size buffer in the
         // search would make its own offset the "lowest top", and dominance
         // would then cut every branch: a false infeasibility proof.)
         std::vector<uint64_t> ends;
-        for (size_t x = 0; x < n_; ++x)
-            if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
-                active_.push_back(static_cast<uint32_t>(x));
-                ends.push_back(b.upper[x]);
+        for (size_t x = 0; x < n; ++x)
+            if (b_.lower[x] < b_.upper[x] && b_.size[x] > 0) {
+                active.push_back(static_cast<uint32_t>(x));
+                ends.push_back(b_.upper[x]);
             }
         std::sort(ends.begin(), ends.end());
         ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
@@ -42,63 +49,143 @@ class CanonicalSearch {
         // (both hold the earlier of their two ends), and every maximal set of
         // buffers live together is a section, so the section checks lose
         // nothing against one section per time step, with far fewer sections.
-        sections_ = ends.size();
-        from_.assign(n_, 0);
-        to_.assign(n_, 0);
-        in_section_.resize(sections_);
-        for (uint32_t x : active_) {
-            from_[x] = static_cast<uint32_t>(std::upper_bound(ends.begin(), ends.end(), b.lower[x]) - ends.begin());
-            to_[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b.upper[x]) - ends.begin()) + 1;
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) in_section_[s].push_back(x);
+        sections = ends.size();
+        from.assign(n, 0);
+        to.assign(n, 0);
+        in_section.resize(sections);
+        for (uint32_t x : active) {
+            from[x] = static_cast<uint32_t>(std::upper_bound(ends.begin(), ends.end(), b_.lower[x]) - ends.begin());
+            to[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b_.upper[x]) - ends.begin()) + 1;
+            for (uint32_t s = from[x]; s < to[x]; ++s) in_section[s].push_back(x);
         }
-        conflicts_.resize(n_);
-        for (size_t i = 0; i < active_.size(); ++i)
-            for (size_t j = i + 1; j < active_.size(); ++j) {
-                const uint32_t x = active_[i], y = active_[j];
-                if (b.live_together(x, y)) {
-                    conflicts_[x].push_back(y);
-                    conflicts_[y].push_back(x);
+        conflicts.resize(n);
+        for (size_t i = 0; i < active.size(); ++i)
+            for (size_t j = i + 1; j < active.size(); ++j) {
+                const uint32_t x = active[i], y = active[j];
+                if (b_.live_together(x, y)) {
+                    conflicts[x].push_back(y);
+                    conflicts[y].push_back(x);
                 }
             }
-        if (b.has_partners())
-            for (uint32_t x : active_)
-                for (uint32_t y : b.partners[x])
-                    if (from_[y] < to_[y] && !b.live_together(x, y)) conflicts_[x].push_back(y);
-        initial_total_.assign(sections_, 0);
-        for (uint32_t x : active_)
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) initial_total_[s] += b.size[x];
-        initial_cuts_.assign(sections_ > 0 ? sections_ - 1 : 0, 0);
-        for (uint32_t x : active_)
-            for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++initial_cuts_[c];
+        if (b_.has_partners())
+            for (uint32_t x : active)
+                for (uint32_t y : b_.partners[x])
+                    if (from[y] < to[y] && !b_.live_together(x, y)) conflicts[x].push_back(y);
+        initial_total.assign(sections, 0);
+        for (uint32_t x : active)
+            for (uint32_t s = from[x]; s < to[x]; ++s) initial_total[s] += b_.size[x];
+        initial_cuts.assign(sections > 0 ? sections - 1 : 0, 0);
+        for (uint32_t x : active)
+            for (uint32_t c = from[x]; c + 1 < to[x]; ++c) ++initial_cuts[c];
+    }
+
+    const Buffers& b;
+    size_t n;
+    size_t sections = 0;
+    std::vector<uint32_t> from, to, active;
+    std::vector<std::vector<uint32_t>> in_section, conflicts;
+    std::vector<uint64_t> initial_total;
+    std::vector<uint32_t> initial_cuts;
+};
+
+// One decision problem: do the buffers fit below `capacity`? A search holds
+// its own state over a shared instance, so several can run at once.
+class CanonicalSearch {
+  public:
+    explicit CanonicalSearch(const CanonicalInstance& in)
+        : b_(in.b), n_(in.n), sections_(in.sections), from_(in.from), to_(in.to), active_(in.active),
+          in_section_(in.in_section), conflicts_(in.conflicts), initial_total_(in.initial_total),
+          initial_cuts_(in.initial_cuts) {}
+
+    // One search of the round robin below: a preorder at a node limit.
+    struct Trial {
+        Outcome outcome = Outcome::OutOfBudget;
+        uint64_t spent = 0;
+        bool nodes_exhausted = false;
+        bool cancelled = false;
+        std::vector<uint64_t> offsets;
+    };
+    // `settled`: when given, the lowest preorder whose search of this round
+    // has ended (found or proven infeasible); a later one stops early, as its
+    // answer will not be read ("cancelled").
+    Trial trial(uint64_t capacity, int heuristic, uint64_t node_limit, uint64_t work_left,
+                std::atomic<int>* settled = nullptr) {
+        Trial t;
+        t.offsets.assign(n_, 0);
+        settled_ = settled;
+        cancelled_ = false;
+        t.outcome = run(capacity, heuristic, node_limit, work_left, t.offsets, t.spent);
+        t.nodes_exhausted = nodes_left_ == 0;
+        t.cancelled = cancelled_;
+        settled_ = nullptr;
+        if (settled && t.outcome != Outcome::OutOfBudget) {
+            int seen = settled->load();
+            while (heuristic < seen && !settled->compare_exchange_weak(seen, heuristic)) {
+            }
+        }
+        return t;
     }
 
     // Round robin over MiniMalloc's three preorders with doubling node limits
     // (its schedule), until a placement is found, infeasibility is proven, or
-    // the work budget is spent.
-    Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets,
-                  uint64_t& work) {
+    // the work budget is spent. With `helpers` (searches over the same
+    // instance) and a pool, the three searches of a round run at once; the
+    // round is then read as if they had run one after another, each with
+    // what the ones before it left of the budget, so the answer and the work
+    // are the same for any number of threads.
+    Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work,
+                  std::vector<CanonicalSearch>* helpers = nullptr, WorkerPool* pool = nullptr) {
         offsets.assign(n_, 0);
         if (active_.empty()) return Outcome::Found;
-        uint64_t limit = active_.size();
+        const bool at_once = helpers && pool && pool->size() > 1 && helpers->size() + 1 >= kHeuristics;
+        uint64_t limit = active_.size(), last_round = 0;
+        std::array<Trial, kHeuristics> trials;
         while (true) {
             limit *= 2;
+            const uint64_t left_at_start = budget > work ? budget - work : 0;
+            // A round costs about twice the last (the node limits double).
+            // One the budget will likely cut is run one search after another:
+            // at once, the later searches would only take cores from the first.
+            const bool this_round_at_once = at_once && 2 * last_round <= left_at_start;
+            const uint64_t work_at_start = work;
+            if (this_round_at_once) {
+                std::atomic<int> next{0}, settled{kHeuristics};
+                pool->run([&](unsigned) {
+                    for (int h = next++; h < kHeuristics; h = next++) {
+                        CanonicalSearch& s = h == 0 ? *this : (*helpers)[static_cast<size_t>(h - 1)];
+                        trials[static_cast<size_t>(h)] = s.trial(capacity, h, limit, left_at_start, &settled);
+                    }
+                });
+            }
             bool all_exhausted = true;
-            for (int heuristic = 0; heuristic < kHeuristics; ++heuristic) {
+            for (int h = 0; h < kHeuristics; ++h) {
                 const uint64_t left = budget > work ? budget - work : 0;
-                const Outcome r = run(capacity, heuristic, limit, left, offsets, work);
-                if (r != Outcome::OutOfBudget) return r;
+                Trial& t = trials[static_cast<size_t>(h)];
+                // Run now when not run at once, when cancelled, or when the
+                // budget would have stopped it sooner one after another: it
+                // ran with more than `left` and its work passed `left`.
+                if (!this_round_at_once || t.cancelled || (t.spent > left && left < left_at_start))
+                    t = trial(capacity, h, limit, left);
+                work += t.spent;
+                if (t.outcome != Outcome::OutOfBudget) {
+                    if (t.outcome == Outcome::Found) offsets = std::move(t.offsets);
+                    return t.outcome;
+                }
                 if (work >= budget) return Outcome::OutOfBudget;
-                all_exhausted = all_exhausted && nodes_left_ == 0;
+                all_exhausted = all_exhausted && t.nodes_exhausted;
             }
             if (!all_exhausted) return Outcome::OutOfBudget;
+            last_round = work - work_at_start;
         }
     }
 
-  private:
-    // MiniMalloc's default preorders "WAT", "TAW", "TWA": W = the lifetime's
-    // length, A = area (size x length), T = the largest total of unplaced
-    // bytes in the sections the buffer spans, taken when a partition starts.
     static constexpr int kHeuristics = 3;
+
+  private:
+    // MiniMalloc's default preorders "WAT", "TAW", "TWA" (kHeuristics): W =
+    // the lifetime's length, A = area (size x length), T = the largest total
+    // of unplaced bytes in the sections the buffer spans, taken when a
+    // partition starts.
 
     // A set of buffers that can be placed independently of all others: no
     // unplaced buffer outside it shares a section with it.
@@ -192,6 +279,10 @@ class CanonicalSearch {
 
     Outcome search(const Partition& part, uint64_t prev_offset, uint32_t prev_index) {
         if (nodes_left_ == 0 || ops_ > ops_limit_) return Outcome::OutOfBudget;
+        if (settled_ && settled_->load(std::memory_order_relaxed) < heuristic_) {
+            cancelled_ = true;
+            return Outcome::OutOfBudget;
+        }
         --nodes_left_;
         ops_ += 4 * part.buffers.size();  // building and sorting the ordering
         // Unplaced buffers by (lowest offset, position in the preorder).
@@ -298,11 +389,11 @@ class CanonicalSearch {
 
     const Buffers& b_;
     size_t n_;
-    size_t sections_ = 0;
-    std::vector<uint32_t> from_, to_, active_;
-    std::vector<std::vector<uint32_t>> in_section_, conflicts_;
-    std::vector<uint64_t> initial_total_;
-    std::vector<uint32_t> initial_cuts_;
+    size_t sections_;
+    const std::vector<uint32_t>&from_, &to_, &active_;
+    const std::vector<std::vector<uint32_t>>&in_section_, &conflicts_;
+    const std::vector<uint64_t>& initial_total_;
+    const std::vector<uint32_t>& initial_cuts_;
     // search state
     int heuristic_ = 0;
     uint64_t capacity_ = 0, nodes_left_ = 0, ops_ = 0, ops_limit_ = 0;
@@ -313,6 +404,8 @@ class CanonicalSearch {
     std::vector<uint8_t> placed_;
     std::vector<std::pair<uint32_t, uint64_t>> min_log_, floor_log_;
     std::vector<uint64_t>* offsets_ = nullptr;
+    std::atomic<int>* settled_ = nullptr;
+    bool cancelled_ = false;
 };
 
 }  // namespace
@@ -330,7 +423,16 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         best.work = work;
         return best;
     }
-    CanonicalSearch search(b);
+    const CanonicalInstance instance(b);
+    CanonicalSearch search(instance);
+    // Threads for the preorders' searches; tiny instances are not worth them.
+    std::vector<CanonicalSearch> helpers;
+    std::unique_ptr<WorkerPool> pool;
+    const unsigned threads = std::min<unsigned>(placement_threads(), CanonicalSearch::kHeuristics);
+    if (threads > 1 && instance.active.size() >= kSearchThreadsFrom) {
+        pool = std::make_unique<WorkerPool>(threads);
+        for (int h = 1; h < CanonicalSearch::kHeuristics; ++h) helpers.emplace_back(instance);
+    }
     std::vector<uint64_t> offsets;
     uint64_t tried_high = 0;
     // The lower bound first (tight instances are often posed there), then bisection.
@@ -343,7 +445,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         const uint64_t share = first ? (target ? left / 4 * 3 : left / 2) : left / 3;
         first = false;
         uint64_t spent = 0;
-        const Outcome r = search.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent);
+        const Outcome r = search.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent, &helpers, pool.get());
         work += spent;
         if (r == Outcome::Found) {
             uint64_t end = 0;
