@@ -272,9 +272,11 @@ class GapFinder {
         // A zero-size buffer can land between spans that start at one offset:
         // it needs their full order.
         sorter_.sort(spans_, b_.size[x] == 0);
-        // Charge the sort too (k log k by comparison, linear by radix), so
-        // huge traces with thousands of conflicts per buffer cost what they
-        // really take.
+        // Charge the sort too, so huge traces with thousands of conflicts per
+        // buffer cost what they really take. The charge is the one of the
+        // earlier sort (k log k below 256 conflicts, linear above), kept so
+        // that a budget buys the same passes as before; kWorkUnitsPerMs is
+        // what was recalibrated to the faster pass.
         const uint64_t k = spans_.size();
         work += kGreedyUnitsPerStep * (1 + k) +
                 (k >= 256 ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
