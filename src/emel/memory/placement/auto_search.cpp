@@ -122,9 +122,10 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     Rng rng;
     for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {
         std::vector<uint32_t> order;
-        if (round > 0 && best_order.empty()) best_order = order_by_offset(b, best);
         if (round == 0) {
             order = order_by_offset(b, best);
+            // An answer that came from no order stands for this one (sorted once).
+            if (best_order.empty()) best_order = order;
         } else if (round == 1) {
             order = moved_to_front(best_order, peak_buffers(b, best));
         } else {

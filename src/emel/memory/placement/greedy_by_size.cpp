@@ -80,6 +80,15 @@ std::vector<uint32_t> order_by_conflict_size(const Buffers& b) {
 
 namespace {
 
+// Buffer x lands at `chosen`: recorded, counted in the end, and indexed.
+void place_at(const Buffers& b, uint32_t x, uint64_t chosen, Placement& out, std::vector<uint8_t>& placed,
+              PlacedIndex& index) {
+    out.offset[x] = chosen;
+    out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: GapFinder::find() checked it
+    placed[x] = 1;
+    if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
+}
+
 // Buffers per batch of the parallel pass: large enough that the threads'
 // hand-offs cost little, small enough that few buffers of a batch conflict
 // with an earlier one (uniform 10^6: about 5%).
@@ -152,10 +161,7 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
                 chosen = early_offset[i];
                 out.work += early_work[i];
             }
-            out.offset[x] = chosen;
-            out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: find() checked it
-            placed[x] = 1;
-            if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
+            place_at(b, x, chosen, out, placed, index);
         }
     }
 }
@@ -180,13 +186,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
         }
     }
     GapFinder gaps(b);
-    for (uint32_t x : order) {
-        const uint64_t chosen = gaps.find(index, out.offset, placed, x, fit, out.work);
-        out.offset[x] = chosen;
-        out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: find() checked it
-        placed[x] = 1;
-        if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
-    }
+    for (uint32_t x : order) place_at(b, x, gaps.find(index, out.offset, placed, x, fit, out.work), out, placed, index);
     return out;
 }
 
