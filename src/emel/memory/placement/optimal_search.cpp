@@ -179,14 +179,12 @@ class CanonicalSearch {
         }
     }
 
+    // MiniMalloc's default preorders "WAT", "TAW", "TWA": W = the lifetime's
+    // length, A = area (size x length), T = the largest total of unplaced
+    // bytes in the sections the buffer spans, taken when a partition starts.
     static constexpr int kHeuristics = 3;
 
   private:
-    // MiniMalloc's default preorders "WAT", "TAW", "TWA" (kHeuristics): W =
-    // the lifetime's length, A = area (size x length), T = the largest total
-    // of unplaced bytes in the sections the buffer spans, taken when a
-    // partition starts.
-
     // A set of buffers that can be placed independently of all others: no
     // unplaced buffer outside it shares a section with it.
     struct Partition {

@@ -3,11 +3,8 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <numeric>
 #include <vector>
-
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/placement/placement.hpp"
@@ -50,19 +47,14 @@ class PlacedIndex {
         std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
             return p.length_class != q.length_class ? p.length_class < q.length_class : p.lower < q.lower;
         });
-        std::vector<uint32_t> live(keys.size());
-        for (size_t k = 0; k < keys.size(); ++k) live[k] = keys[k].x;
-        auto length_class = [&](size_t k) { return keys[k].length_class; };
         position_.assign(n, kNotLive);
-        lower_.resize(live.size());
-        row_.resize(live.size());
-        placed_.assign((live.size() + 63) / 64, 0);
-        for (size_t k = 0; k < live.size(); ++k) {
-            const uint32_t x = live[k];
+        row_.resize(keys.size());
+        placed_.assign((keys.size() + 63) / 64, 0);
+        for (size_t k = 0; k < keys.size(); ++k) {
+            const uint32_t x = keys[k].x;
+            const unsigned c = keys[k].length_class;
             position_[x] = static_cast<uint32_t>(k);
-            lower_[k] = b.lower[x];
             row_[k] = Row{b.lower[x], b.upper[x], Span{0, 0}};
-            const unsigned c = length_class(k);
             if (classes_.empty() || classes_.back().length_class != c)
                 classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
             Class& cls = classes_.back();
@@ -140,17 +132,17 @@ class PlacedIndex {
 
     void build_buckets(Class& cls) {
         const size_t rows = cls.end - cls.begin;
-        const uint64_t spread = lower_[cls.end - 1] - lower_[cls.begin];
+        const uint64_t spread = row_[cls.end - 1].lower - row_[cls.begin].lower;
         const uint64_t wanted = std::max<uint64_t>(1, rows / kRowsPerBucket);
         unsigned shift = 0;
         while ((spread >> shift) + 1 > wanted) ++shift;
-        cls.first_lower = lower_[cls.begin];
+        cls.first_lower = row_[cls.begin].lower;
         cls.shift = shift;
         cls.buckets = (spread >> shift) + 1;
         cls.buckets_begin = bucket_.size();
         size_t k = cls.begin;
         for (uint64_t i = 0; i < cls.buckets; ++i) {
-            while (((lower_[k] - cls.first_lower) >> shift) < i) ++k;  // the last row is in the last bucket
+            while (((row_[k].lower - cls.first_lower) >> shift) < i) ++k;  // the last row is in the last bucket
             bucket_.push_back(static_cast<uint32_t>(k));
         }
         bucket_.push_back(static_cast<uint32_t>(cls.end));
@@ -166,14 +158,14 @@ class PlacedIndex {
         const uint32_t* bucket = &bucket_[cls.buckets_begin + i];
         const size_t from = bucket[0], to = bucket[1];
         if (to - from <= kCrowded) return past ? to : from;
-        return static_cast<size_t>(std::lower_bound(lower_.begin() + static_cast<std::ptrdiff_t>(from),
-                                                    lower_.begin() + static_cast<std::ptrdiff_t>(to), t) -
-                                   lower_.begin());
+        const auto first = row_.begin() + static_cast<std::ptrdiff_t>(from);
+        const auto last = row_.begin() + static_cast<std::ptrdiff_t>(to);
+        return from + static_cast<size_t>(
+                          std::partition_point(first, last, [t](const Row& r) { return r.lower < t; }) - first);
     }
 
     const Buffers& b_;
     std::vector<uint32_t> position_;  // buffer -> sorted position (kNotLive: never live)
-    std::vector<uint64_t> lower_;     // by sorted position
     std::vector<Row> row_;            // by sorted position
     std::vector<uint64_t> placed_;    // bit per sorted position
     std::vector<Class> classes_;
@@ -185,7 +177,7 @@ class PlacedIndex {
 // interchangeable). For a buffer that holds bytes the order among spans of one
 // offset does not matter: only the first of them is ever a candidate gap's
 // upper edge, and the cursor after them is their highest end in any order. So
-// large inputs are spread into about k buckets by the offset's leading bits
+// large inputs are spread into about 2k buckets by the offset's leading bits
 // (one counting pass) and each bucket is sorted on its own: linear for offsets
 // spread over a range, k log k at worst.
 class SpanSorter {
@@ -222,8 +214,8 @@ class SpanSorter {
         // Offsets bunched in a few buckets (a few huge spans stretch the
         // range) would make the insertion sort below quadratic: such buckets
         // are sorted on their own first.
-        for (size_t i = 0; fullest > kCrowded && i < buckets; ++i)
-            if (edge_[i + 1] - edge_[i] > kCrowded)
+        for (size_t i = 0; fullest > kInsertionAtMost && i < buckets; ++i)
+            if (edge_[i + 1] - edge_[i] > kInsertionAtMost)
                 sort_by_offset(scratch_.begin() + edge_[i], scratch_.begin() + edge_[i + 1]);
         // In bucket order, every span is already past all smaller buckets:
         // an insertion sort only moves spans within their bucket.
@@ -233,10 +225,11 @@ class SpanSorter {
 
   private:
     static constexpr size_t kSpreadFrom = 32;
-    static constexpr uint32_t kCrowded = 16;
+    // Runs this short are insertion-sorted; a bucket holding more is crowded.
+    static constexpr uint32_t kInsertionAtMost = 16;
     using Iter = std::vector<Span>::iterator;
     static void sort_by_offset(Iter first, Iter last, bool nearly_sorted = false) {
-        if (nearly_sorted || last - first <= 16) {  // insertion sort
+        if (nearly_sorted || last - first <= kInsertionAtMost) {  // insertion sort
             for (Iter i = first + (first != last); i < last; ++i) {
                 const Span v = *i;
                 Iter j = i;
@@ -253,7 +246,7 @@ class SpanSorter {
 
 // Where greedy placement puts buffer x among the placed buffers of `index`
 // and its placed must_not_alias partners (docs/strategies.md §2): walk the
-// conflicting buffers in offset order (ties: end, then id), keeping the
+// conflicting buffers in offset order (SpanSorter says which ties matter), keeping the
 // highest end seen; best fit takes the fitting gap with the least room, first
 // fit the lowest one; with no fitting gap, on top. `work` is charged for the
 // conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
