@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -24,8 +27,47 @@ namespace {
 
 enum class Outcome { Found, Infeasible, OutOfBudget };
 
-// Instances with fewer buffers to search run their preorders on one thread.
+// Instances with fewer buffers to search race their preorders on one thread
+// (restarting them with doubling limits); larger ones on a thread each.
 constexpr size_t kSearchThreadsFrom = 64;
+// Work a racing search does before giving its turn to one that waits.
+constexpr uint64_t kTurnWork = uint64_t{1} << 20;
+
+// Lets at most `permits` racing searches run at once, in turns: a search that
+// has used its turn queues behind the ones waiting.
+class Turnstile {
+  public:
+    explicit Turnstile(unsigned permits) : free_(permits) {}
+    void enter(int who) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        queue_.push_back(who);
+        turn_.wait(lock, [&] { return free_ > 0 && queue_.front() == who; });
+        queue_.pop_front();
+        --free_;
+        turn_.notify_all();  // the next in line may find a permit free too
+    }
+    void leave() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++free_;
+        }
+        turn_.notify_all();
+    }
+    void yield(int who) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (queue_.empty()) return;
+        }
+        leave();
+        enter(who);
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable turn_;
+    std::deque<int> queue_;
+    unsigned free_;
+};
 
 // What every search of one instance shares and none changes: the buffers
 // that matter, their sections and their conflicts.
@@ -97,86 +139,46 @@ class CanonicalSearch {
           in_section_(in.in_section), conflicts_(in.conflicts), initial_total_(in.initial_total),
           initial_cuts_(in.initial_cuts) {}
 
-    // One search of the round robin below: a preorder at a node limit.
-    struct Trial {
-        Outcome outcome = Outcome::OutOfBudget;
-        uint64_t spent = 0;
-        bool nodes_exhausted = false;
-        bool cancelled = false;
-        std::vector<uint64_t> offsets;
-    };
-    // `settled`: when given, the lowest preorder whose search of this round
-    // has ended (found or proven infeasible); a later one stops early, as its
-    // answer will not be read ("cancelled").
-    Trial trial(uint64_t capacity, int heuristic, uint64_t node_limit, uint64_t work_left,
-                std::atomic<int>* settled = nullptr) {
-        Trial t;
-        t.offsets.assign(n_, 0);
-        settled_ = settled;
-        cancelled_ = false;
-        t.outcome = run(capacity, heuristic, node_limit, work_left, t.offsets, t.spent);
-        t.nodes_exhausted = nodes_left_ == 0;
-        t.cancelled = cancelled_;
-        settled_ = nullptr;
-        if (settled && t.outcome != Outcome::OutOfBudget) {
-            int seen = settled->load();
-            while (heuristic < seen && !settled->compare_exchange_weak(seen, heuristic)) {
-            }
+    // One search in preorder `heuristic` under `capacity`: stopped once its
+    // work passes `limit`, or once it can no longer settle first in the race
+    // whose earliest settle so far is `earliest` (a race_key). `work` is
+    // what it did; a search that settles sets its offsets when it found a
+    // placement.
+    Outcome run(uint64_t capacity, int heuristic, uint64_t limit, const std::atomic<uint64_t>* earliest,
+                Turnstile* turns, std::vector<uint64_t>& offsets, uint64_t& work) {
+        capacity_ = capacity;
+        heuristic_ = heuristic;
+        ops_ = 0;
+        ops_limit_ = limit;
+        earliest_ = earliest;
+        turns_ = turns;
+        next_turn_ = kTurnWork;
+        offsets.assign(n_, 0);
+        key_t_.assign(n_, 0);
+        min_offset_.assign(n_, 0);
+        placed_.assign(n_, 0);
+        floor_.assign(sections_, 0);
+        total_ = initial_total_;
+        cuts_ = initial_cuts_;
+        offsets_ = &offsets;
+        Partition whole{active_, 0, static_cast<uint32_t>(sections_)};
+        Outcome r = Outcome::Infeasible;
+        if (check(0, whole)) {
+            // Time ranges no buffer spans across are independent from the start.
+            std::vector<uint32_t> cutpoints{0};
+            if (!b_.has_partners())
+                for (uint32_t c = 0; c + 1 < sections_; ++c)
+                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
+            r = solve_pieces(whole, std::move(cutpoints));
         }
-        return t;
+        work += ops_;
+        return r;
     }
 
-    // Round robin over MiniMalloc's three preorders with doubling node limits
-    // (its schedule), until a placement is found, infeasibility is proven, or
-    // the work budget is spent. With `helpers` (searches over the same
-    // instance) and a pool, the three searches of a round run at once; the
-    // round is then read as if they had run one after another, each with
-    // what the ones before it left of the budget, so the answer and the work
-    // are the same for any number of threads.
-    Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work,
-                  std::vector<CanonicalSearch>* helpers = nullptr, WorkerPool* pool = nullptr) {
-        offsets.assign(n_, 0);
-        if (active_.empty()) return Outcome::Found;
-        const bool at_once = helpers && pool && pool->size() > 1 && helpers->size() + 1 >= kHeuristics;
-        uint64_t limit = active_.size(), last_round = 0;
-        std::array<Trial, kHeuristics> trials;
-        while (true) {
-            limit *= 2;
-            const uint64_t left_at_start = budget > work ? budget - work : 0;
-            // A round costs about twice the last (the node limits double).
-            // One the budget will likely cut is run one search after another:
-            // at once, the later searches would only take cores from the first.
-            const bool this_round_at_once = at_once && 2 * last_round <= left_at_start;
-            const uint64_t work_at_start = work;
-            if (this_round_at_once) {
-                std::atomic<int> next{0}, settled{kHeuristics};
-                pool->run([&](unsigned) {
-                    for (int h = next++; h < kHeuristics; h = next++) {
-                        CanonicalSearch& s = h == 0 ? *this : (*helpers)[static_cast<size_t>(h - 1)];
-                        trials[static_cast<size_t>(h)] = s.trial(capacity, h, limit, left_at_start, &settled);
-                    }
-                });
-            }
-            bool all_exhausted = true;
-            for (int h = 0; h < kHeuristics; ++h) {
-                const uint64_t left = budget > work ? budget - work : 0;
-                Trial& t = trials[static_cast<size_t>(h)];
-                // Run now when not run at once, when cancelled, or when the
-                // budget would have stopped it sooner one after another: it
-                // ran with more than `left` and its work passed `left`.
-                if (!this_round_at_once || t.cancelled || (t.spent > left && left < left_at_start))
-                    t = trial(capacity, h, limit, left);
-                work += t.spent;
-                if (t.outcome != Outcome::OutOfBudget) {
-                    if (t.outcome == Outcome::Found) offsets = std::move(t.offsets);
-                    return t.outcome;
-                }
-                if (work >= budget) return Outcome::OutOfBudget;
-                all_exhausted = all_exhausted && t.nodes_exhausted;
-            }
-            if (!all_exhausted) return Outcome::OutOfBudget;
-            last_round = work - work_at_start;
-        }
+    // Which search of a race settles first: the one with the lowest key, the
+    // work it did to settle, then its preorder.
+    static uint64_t race_key(uint64_t work, int heuristic) {
+        return work * kHeuristics + static_cast<uint64_t>(heuristic);
     }
 
     // MiniMalloc's default preorders "WAT", "TAW", "TWA": W = the lifetime's
@@ -220,34 +222,6 @@ class CanonicalSearch {
         ops_ += xs.size() * 4;
     }
 
-    // Outcome::OutOfBudget when the node limit or the work budget ran out.
-    Outcome run(uint64_t capacity, int heuristic, uint64_t node_limit, uint64_t work_left,
-                std::vector<uint64_t>& offsets, uint64_t& work) {
-        capacity_ = capacity;
-        heuristic_ = heuristic;
-        nodes_left_ = node_limit;
-        ops_ = 0;
-        ops_limit_ = work_left;
-        key_t_.assign(n_, 0);
-        min_offset_.assign(n_, 0);
-        placed_.assign(n_, 0);
-        floor_.assign(sections_, 0);
-        total_ = initial_total_;
-        cuts_ = initial_cuts_;
-        offsets_ = &offsets;
-        Partition whole{active_, 0, static_cast<uint32_t>(sections_)};
-        Outcome r = Outcome::Infeasible;
-        if (check(0, whole)) {
-            // Time ranges no buffer spans across are independent from the start.
-            std::vector<uint32_t> cutpoints{0};
-            if (!b_.has_partners())
-                for (uint32_t c = 0; c + 1 < sections_; ++c)
-                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
-            r = solve_pieces(whole, std::move(cutpoints));
-        }
-        work += ops_;
-        return r;
-    }
 
     // Solves the pieces of `part` between consecutive cutpoints one by one,
     // each with a preorder of its own (MiniMalloc's SubSolve).
@@ -276,12 +250,13 @@ class CanonicalSearch {
     }
 
     Outcome search(const Partition& part, uint64_t prev_offset, uint32_t prev_index) {
-        if (nodes_left_ == 0 || ops_ > ops_limit_) return Outcome::OutOfBudget;
-        if (settled_ && settled_->load(std::memory_order_relaxed) < heuristic_) {
-            cancelled_ = true;
-            return Outcome::OutOfBudget;
+        if (ops_ > ops_limit_) return Outcome::OutOfBudget;
+        if (earliest_ && race_key(ops_, heuristic_) > earliest_->load(std::memory_order_relaxed))
+            return Outcome::OutOfBudget;  // another search of the race has settled sooner
+        if (turns_ && ops_ >= next_turn_) {
+            turns_->yield(heuristic_);
+            next_turn_ = ops_ + kTurnWork;
         }
-        --nodes_left_;
         ops_ += 4 * part.buffers.size();  // building and sorting the ordering
         // Unplaced buffers by (lowest offset, position in the preorder).
         std::vector<std::pair<uint64_t, uint32_t>> ordering;
@@ -394,7 +369,7 @@ class CanonicalSearch {
     const std::vector<uint32_t>& initial_cuts_;
     // search state
     int heuristic_ = 0;
-    uint64_t capacity_ = 0, nodes_left_ = 0, ops_ = 0, ops_limit_ = 0;
+    uint64_t capacity_ = 0, ops_ = 0, ops_limit_ = 0, next_turn_ = 0;
     uint64_t stamp_ = 0;
     std::vector<uint64_t> section_stamp_, key_t_;
     std::vector<uint32_t> cuts_;
@@ -402,8 +377,109 @@ class CanonicalSearch {
     std::vector<uint8_t> placed_;
     std::vector<std::pair<uint32_t, uint64_t>> min_log_, floor_log_;
     std::vector<uint64_t>* offsets_ = nullptr;
-    std::atomic<int>* settled_ = nullptr;
-    bool cancelled_ = false;
+    const std::atomic<uint64_t>* earliest_ = nullptr;
+    Turnstile* turns_ = nullptr;
+};
+
+// One decision problem, "do the buffers fit under the capacity?", answered
+// by MiniMalloc's three preorders racing: they search side by side at equal
+// speed in work units, without restarts, and the first to settle (with a
+// placement, or a proof that none exists) answers. First is measured in each
+// search's own work, ties to the lower preorder, so the answer and the work
+// charged (each search's work up to the winner's) are the same however the
+// searches are scheduled: on a thread each, taking turns on up to
+// EMEL_THREADS cores, or, below kSearchThreadsFrom buffers, one after another
+// with doubling limits (each restart replays the same search further).
+class PreorderRace {
+  public:
+    static constexpr int kSearches = CanonicalSearch::kHeuristics;
+
+    explicit PreorderRace(const CanonicalInstance& instance) : instance_(instance) {
+        for (int h = 0; h < kSearches; ++h) searches_.emplace_back(instance);
+        if (instance.active.size() >= kSearchThreadsFrom) {
+            pool_ = std::make_unique<WorkerPool>(kSearches);
+            if (pool_->size() < static_cast<unsigned>(kSearches)) pool_.reset();  // no threads: take turns below
+            permits_ = std::min<unsigned>(placement_threads(), kSearches);
+        }
+    }
+
+    // Each search may do `budget / kSearches` units; `work` gets what was charged.
+    Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work) {
+        offsets.assign(instance_.n, 0);
+        work = 0;
+        if (instance_.active.empty()) return Outcome::Found;
+        const uint64_t share = std::max<uint64_t>(budget / kSearches, 1);
+        std::atomic<uint64_t> earliest{UINT64_MAX};
+        std::array<Outcome, kSearches> outcome{};
+        std::array<uint64_t, kSearches> spent{};
+        std::array<std::vector<uint64_t>, kSearches> found;
+        // Enters a settled search in the race; one that settled past its
+        // share counts as cut by the budget.
+        auto settle = [&](int h) {
+            if (outcome[h] == Outcome::OutOfBudget) return;
+            if (spent[h] > share) {
+                outcome[h] = Outcome::OutOfBudget;
+                return;
+            }
+            const uint64_t key = CanonicalSearch::race_key(spent[h], h);
+            uint64_t seen = earliest.load();
+            while (key < seen && !earliest.compare_exchange_weak(seen, key)) {
+            }
+        };
+        if (pool_) {
+            std::unique_ptr<Turnstile> turns;
+            if (permits_ < static_cast<unsigned>(kSearches)) turns = std::make_unique<Turnstile>(permits_);
+            pool_->run([&](unsigned t) {
+                const int h = static_cast<int>(t);
+                struct Turn {  // holds a permit for the whole search, even when it throws
+                    Turnstile* turns;
+                    int h;
+                    Turn(Turnstile* t_, int h_) : turns(t_), h(h_) {
+                        if (turns) turns->enter(h);
+                    }
+                    ~Turn() {
+                        if (turns) turns->leave();
+                    }
+                } turn(turns.get(), h);
+                outcome[h] = searches_[h].run(capacity, h, share, &earliest, turns.get(), found[h], spent[h]);
+                settle(h);
+            });
+        } else {
+            std::array<bool, kSearches> open;
+            open.fill(true);
+            for (uint64_t limit = std::min(kFirstLimit, share);; limit = std::min(limit * 2, share)) {
+                bool any_open = false;
+                for (int h = 0; h < kSearches; ++h) {
+                    if (!open[h]) continue;
+                    spent[h] = 0;
+                    outcome[h] = searches_[h].run(capacity, h, limit, &earliest, nullptr, found[h], spent[h]);
+                    settle(h);
+                    // Still open only when cut by this round's limit: not
+                    // settled, not out of the race, not out of its share.
+                    open[h] = outcome[h] == Outcome::OutOfBudget && limit < share &&
+                              CanonicalSearch::race_key(spent[h], h) <= earliest.load() && spent[h] <= share;
+                    any_open = any_open || open[h];
+                }
+                if (!any_open) break;
+            }
+        }
+        const uint64_t won = earliest.load();
+        const uint64_t charged_up_to = won == UINT64_MAX ? share : won / kSearches;
+        for (int h = 0; h < kSearches; ++h) work += std::min(spent[h], charged_up_to);
+        if (won == UINT64_MAX) return Outcome::OutOfBudget;
+        const int winner = static_cast<int>(won % kSearches);
+        if (outcome[winner] == Outcome::Found) offsets = std::move(found[winner]);
+        return outcome[winner];
+    }
+
+  private:
+    // The first round's limit when the searches take turns by restarting.
+    static constexpr uint64_t kFirstLimit = uint64_t{1} << 14;
+
+    const CanonicalInstance& instance_;
+    std::vector<CanonicalSearch> searches_;
+    std::unique_ptr<WorkerPool> pool_;
+    unsigned permits_ = 1;
 };
 
 }  // namespace
@@ -422,15 +498,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         return best;
     }
     const CanonicalInstance instance(b);
-    CanonicalSearch search(instance);
-    // Threads for the preorders' searches; tiny instances are not worth them.
-    std::vector<CanonicalSearch> helpers;
-    std::unique_ptr<WorkerPool> pool;
-    const unsigned threads = std::min<unsigned>(placement_threads(), CanonicalSearch::kHeuristics);
-    if (threads > 1 && instance.active.size() >= kSearchThreadsFrom) {
-        pool = std::make_unique<WorkerPool>(threads);
-        for (int h = 1; h < CanonicalSearch::kHeuristics; ++h) helpers.emplace_back(instance);
-    }
+    PreorderRace race(instance);
     std::vector<uint64_t> offsets;
     uint64_t tried_high = 0;
     // The lower bound first (tight instances are often posed there), then bisection.
@@ -443,7 +511,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         const uint64_t share = first ? (target ? left / 4 * 3 : left / 2) : left / 3;
         first = false;
         uint64_t spent = 0;
-        const Outcome r = search.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent, &helpers, pool.get());
+        const Outcome r = race.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent);
         work += spent;
         if (r == Outcome::Found) {
             uint64_t end = 0;
