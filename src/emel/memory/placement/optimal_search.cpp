@@ -156,6 +156,7 @@ class CanonicalSearch {
         offsets.assign(n_, 0);
         key_t_.assign(n_, 0);
         min_offset_.assign(n_, 0);
+        open_min_.assign(n_, 0);
         placed_.assign(n_, 0);
         floor_.assign(sections_, 0);
         total_ = initial_total_;
@@ -258,23 +259,37 @@ class CanonicalSearch {
             next_turn_ = ops_ + kTurnWork;
         }
         ops_ += 4 * part.buffers.size();  // building and sorting the ordering
-        // Unplaced buffers by (lowest offset, position in the preorder).
-        std::vector<std::pair<uint64_t, uint32_t>> ordering;
         uint64_t min_height = UINT64_MAX;
-        for (uint32_t k = 0; k < part.buffers.size(); ++k) {
-            const uint32_t x = part.buffers[k];
+        bool any_unplaced = false;
+        for (uint32_t x : part.buffers) {
             if (placed_[x]) continue;
-            ordering.emplace_back(min_offset_[x], k);
+            any_unplaced = true;
             min_height = std::min(min_height, min_offset_[x] + b_.size[x]);
         }
-        if (ordering.empty()) return Outcome::Found;
-        std::sort(ordering.begin(), ordering.end());
-        for (const auto& [offset, index] : ordering) {
-            // Canonical order: offsets never decrease; equal offsets by preorder.
-            if (offset < prev_offset || (offset == prev_offset && index < prev_index)) continue;
-            if (offset >= min_height) break;  // dominance (offsets only grow from here)
-            const uint32_t x = part.buffers[index];
+        if (!any_unplaced) return Outcome::Found;
+        // The children to try, by (lowest offset, position in the preorder):
+        // canonical order (offsets never decrease; equal offsets by preorder),
+        // dominance (below the lowest top any unplaced buffer could reach)
+        // and the capacity leave out the rest before sorting.
+        if (orderings_.size() <= depth_) orderings_.resize(depth_ + 1);
+        auto& ordering = orderings_[depth_];
+        ordering.clear();
+        for (uint32_t k = 0; k < part.buffers.size(); ++k) {
+            const uint32_t x = part.buffers[k];
+            const uint64_t offset = min_offset_[x];
+            if (placed_[x] || offset >= min_height) continue;
+            if (offset < prev_offset || (offset == prev_offset && k < prev_index)) continue;
             if (offset > capacity_ || b_.size[x] > capacity_ - offset) continue;
+            ordering.emplace_back(offset, k);
+        }
+        std::sort(ordering.begin(), ordering.end());
+        ++depth_;
+        struct Leave {
+            size_t& depth;
+            ~Leave() { --depth; }
+        } leave{depth_};
+        for (const auto& [offset, index] : ordering) {
+            const uint32_t x = part.buffers[index];
             const size_t mark_min = min_log_.size(), mark_floor = floor_log_.size();
             const bool hatless = place(x, offset);
             Outcome r = Outcome::Infeasible;
@@ -308,6 +323,7 @@ class CanonicalSearch {
     bool place(uint32_t x, uint64_t offset) {
         const size_t mark_raised = min_log_.size();
         placed_[x] = 1;
+        open_min_[x] = UINT64_MAX;
         (*offsets_)[x] = offset;
         const uint64_t height = offset + b_.size[x];
         bool hatless = true;
@@ -318,6 +334,7 @@ class CanonicalSearch {
             min_log_.push_back({y, min_offset_[y]});
             auto raised = checked_align_up(height, b_.alignment[y]);
             min_offset_[y] = raised ? *raised : UINT64_MAX;
+            open_min_[y] = min_offset_[y];
         }
         for (uint32_t s = from_[x]; s < to_[x]; ++s) {
             floor_log_.push_back({s, floor_[s]});
@@ -336,7 +353,7 @@ class CanonicalSearch {
                 section_stamp_[s] = stamp_;
                 uint64_t lowest = UINT64_MAX;
                 for (uint32_t z : in_section_[s])
-                    if (!placed_[z]) lowest = std::min(lowest, min_offset_[z]);
+                    lowest = std::min(lowest, open_min_[z]);
                 ops_ += in_section_[s].size();
                 if (lowest != UINT64_MAX && floor_[s] < lowest) {
                     floor_log_.push_back({s, floor_[s]});
@@ -354,10 +371,12 @@ class CanonicalSearch {
         }
         while (min_log_.size() > mark_min) {
             min_offset_[min_log_.back().first] = min_log_.back().second;
+            open_min_[min_log_.back().first] = min_log_.back().second;
             min_log_.pop_back();
         }
         for (uint32_t s = from_[x]; s < to_[x]; ++s) total_[s] += b_.size[x];
         placed_[x] = 0;
+        open_min_[x] = min_offset_[x];
     }
 
     const Buffers& b_;
@@ -374,6 +393,13 @@ class CanonicalSearch {
     std::vector<uint64_t> section_stamp_, key_t_;
     std::vector<uint32_t> cuts_;
     std::vector<uint64_t> min_offset_, floor_, total_;
+    // min_offset_ of the unplaced buffers, UINT64_MAX for the placed: a
+    // section's lowest reachable offset is a plain minimum over its buffers.
+    std::vector<uint64_t> open_min_;
+    // The children of each node on the current path, by depth (a deque: growing
+    // it leaves the levels above, which are being iterated, where they are).
+    std::deque<std::vector<std::pair<uint64_t, uint32_t>>> orderings_;
+    size_t depth_ = 0;
     std::vector<uint8_t> placed_;
     std::vector<std::pair<uint32_t, uint64_t>> min_log_, floor_log_;
     std::vector<uint64_t>* offsets_ = nullptr;
