@@ -134,10 +134,7 @@ struct CanonicalInstance {
 // its own state over a shared instance, so several can run at once.
 class CanonicalSearch {
   public:
-    explicit CanonicalSearch(const CanonicalInstance& in)
-        : b_(in.b), n_(in.n), sections_(in.sections), from_(in.from), to_(in.to), active_(in.active),
-          in_section_(in.in_section), conflicts_(in.conflicts), initial_total_(in.initial_total),
-          initial_cuts_(in.initial_cuts) {}
+    explicit CanonicalSearch(const CanonicalInstance& in) : in_(in) {}
 
     // One search in preorder `heuristic` under `capacity`: stopped once its
     // work passes `limit`, or once it can no longer settle first in the race
@@ -153,22 +150,22 @@ class CanonicalSearch {
         earliest_ = earliest;
         turns_ = turns;
         next_turn_ = kTurnWork;
-        offsets.assign(n_, 0);
-        key_t_.assign(n_, 0);
-        min_offset_.assign(n_, 0);
-        open_min_.assign(n_, 0);
-        placed_.assign(n_, 0);
-        floor_.assign(sections_, 0);
-        total_ = initial_total_;
-        cuts_ = initial_cuts_;
+        offsets.assign(in_.n, 0);
+        key_t_.assign(in_.n, 0);
+        min_offset_.assign(in_.n, 0);
+        open_min_.assign(in_.n, 0);
+        placed_.assign(in_.n, 0);
+        floor_.assign(in_.sections, 0);
+        total_ = in_.initial_total;
+        cuts_ = in_.initial_cuts;
         offsets_ = &offsets;
-        Partition whole{active_, 0, static_cast<uint32_t>(sections_)};
+        Partition whole{in_.active, 0, static_cast<uint32_t>(in_.sections)};
         Outcome r = Outcome::Infeasible;
         if (check(0, whole)) {
             // Time ranges no buffer spans across are independent from the start.
             std::vector<uint32_t> cutpoints{0};
-            if (!b_.has_partners())
-                for (uint32_t c = 0; c + 1 < sections_; ++c)
+            if (!in_.b.has_partners())
+                for (uint32_t c = 0; c + 1 < in_.sections; ++c)
                     if (cuts_[c] == 0) cutpoints.push_back(c + 1);
             r = solve_pieces(whole, std::move(cutpoints));
         }
@@ -199,14 +196,14 @@ class CanonicalSearch {
         std::vector<uint64_t>& t = key_t_;
         for (uint32_t x : xs) {
             t[x] = 0;
-            for (uint32_t s = from_[x]; s < to_[x]; ++s) t[x] = std::max(t[x], total_[s]);
-            ops_ += to_[x] - from_[x];
+            for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) t[x] = std::max(t[x], total_[s]);
+            ops_ += in_.to[x] - in_.from[x];
         }
         const int h = heuristic_;
         std::sort(xs.begin(), xs.end(), [&](uint32_t x, uint32_t y) {
-            const uint64_t wx = b_.upper[x] - b_.lower[x], wy = b_.upper[y] - b_.lower[y];
-            const unsigned __int128 ax = static_cast<unsigned __int128>(wx) * b_.size[x];
-            const unsigned __int128 ay = static_cast<unsigned __int128>(wy) * b_.size[y];
+            const uint64_t wx = in_.b.upper[x] - in_.b.lower[x], wy = in_.b.upper[y] - in_.b.lower[y];
+            const unsigned __int128 ax = static_cast<unsigned __int128>(wx) * in_.b.size[x];
+            const unsigned __int128 ay = static_cast<unsigned __int128>(wy) * in_.b.size[y];
             const auto before = [](auto a1, auto b1, auto a2, auto b2, auto a3, auto b3) {
                 if (a1 != b1) return a1 > b1 ? -1 : 1;
                 if (a2 != b2) return a2 > b2 ? -1 : 1;
@@ -218,7 +215,7 @@ class CanonicalSearch {
             if (h == 1) c = before(t[x], t[y], ax, ay, wx, wy);
             if (h == 2) c = before(t[x], t[y], wx, wy, ax, ay);
             if (c != 0) return c < 0;
-            return b_.rank[x] < b_.rank[y];
+            return in_.b.rank[x] < in_.b.rank[y];
         });
         ops_ += xs.size() * 4;
     }
@@ -232,7 +229,7 @@ class CanonicalSearch {
         for (size_t k = 1; k < cutpoints.size() && r == Outcome::Found; ++k) {
             Partition piece{{}, cutpoints[k - 1], cutpoints[k]};
             for (uint32_t y : part.buffers)
-                if (!placed_[y] && from_[y] < piece.last && piece.first < to_[y]) piece.buffers.push_back(y);
+                if (!placed_[y] && in_.from[y] < piece.last && piece.first < in_.to[y]) piece.buffers.push_back(y);
             ops_ += part.buffers.size();
             if (piece.buffers.empty()) continue;
             preorder(piece.buffers);
@@ -264,7 +261,7 @@ class CanonicalSearch {
         for (uint32_t x : part.buffers) {
             if (placed_[x]) continue;
             any_unplaced = true;
-            min_height = std::min(min_height, min_offset_[x] + b_.size[x]);
+            min_height = std::min(min_height, min_offset_[x] + in_.b.size[x]);
         }
         if (!any_unplaced) return Outcome::Found;
         // The children to try, by (lowest offset, position in the preorder):
@@ -279,7 +276,7 @@ class CanonicalSearch {
             const uint64_t offset = min_offset_[x];
             if (placed_[x] || offset >= min_height) continue;
             if (offset < prev_offset || (offset == prev_offset && k < prev_index)) continue;
-            if (offset > capacity_ || b_.size[x] > capacity_ - offset) continue;
+            if (offset > capacity_ || in_.b.size[x] > capacity_ - offset) continue;
             ordering.emplace_back(offset, k);
         }
         std::sort(ordering.begin(), ordering.end());
@@ -307,15 +304,15 @@ class CanonicalSearch {
     // last buffer holding sections together, solve the pieces one by one.
     Outcome decompose(const Partition& part, uint32_t x, uint64_t offset, uint32_t index) {
         std::vector<uint32_t> cutpoints{part.first};
-        for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c)
+        for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c)
             if (--cuts_[c] == 0 && c + 1 > part.first && c + 1 < part.last) cutpoints.push_back(c + 1);
         Outcome r;
-        if (cutpoints.size() == 1 || b_.has_partners()) {
+        if (cutpoints.size() == 1 || in_.b.has_partners()) {
             r = search(part, offset, index);
         } else {
             r = solve_pieces(part, std::move(cutpoints));
         }
-        for (uint32_t c = from_[x]; c + 1 < to_[x]; ++c) ++cuts_[c];
+        for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c) ++cuts_[c];
         return r;
     }
 
@@ -325,36 +322,36 @@ class CanonicalSearch {
         placed_[x] = 1;
         open_min_[x] = UINT64_MAX;
         (*offsets_)[x] = offset;
-        const uint64_t height = offset + b_.size[x];
+        const uint64_t height = offset + in_.b.size[x];
         bool hatless = true;
-        for (uint32_t y : conflicts_[x]) {
+        for (uint32_t y : in_.conflicts[x]) {
             if (placed_[y]) continue;
             hatless = false;
             if (min_offset_[y] >= height) continue;
             min_log_.push_back({y, min_offset_[y]});
-            auto raised = checked_align_up(height, b_.alignment[y]);
+            auto raised = checked_align_up(height, in_.b.alignment[y]);
             min_offset_[y] = raised ? *raised : UINT64_MAX;
             open_min_[y] = min_offset_[y];
         }
-        for (uint32_t s = from_[x]; s < to_[x]; ++s) {
+        for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) {
             floor_log_.push_back({s, floor_[s]});
             floor_[s] = height;
-            total_[s] -= b_.size[x];
+            total_[s] -= in_.b.size[x];
         }
-        ops_ += conflicts_[x].size() + (to_[x] - from_[x]);
+        ops_ += in_.conflicts[x].size() + (in_.to[x] - in_.from[x]);
         // A section's floor is at least the lowest offset any unplaced buffer in
         // it can take: revisit the sections of the buffers whose offsets rose.
         ++stamp_;
-        if (section_stamp_.size() != sections_) section_stamp_.assign(sections_, 0);
+        if (section_stamp_.size() != in_.sections) section_stamp_.assign(in_.sections, 0);
         for (size_t k = mark_raised; k < min_log_.size(); ++k) {
             const uint32_t y = min_log_[k].first;
-            for (uint32_t s = from_[y]; s < to_[y]; ++s) {
+            for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) {
                 if (section_stamp_[s] == stamp_) continue;
                 section_stamp_[s] = stamp_;
                 uint64_t lowest = UINT64_MAX;
-                for (uint32_t z : in_section_[s])
+                for (uint32_t z : in_.in_section[s])
                     lowest = std::min(lowest, open_min_[z]);
-                ops_ += in_section_[s].size();
+                ops_ += in_.in_section[s].size();
                 if (lowest != UINT64_MAX && floor_[s] < lowest) {
                     floor_log_.push_back({s, floor_[s]});
                     floor_[s] = lowest;
@@ -374,18 +371,12 @@ class CanonicalSearch {
             open_min_[min_log_.back().first] = min_log_.back().second;
             min_log_.pop_back();
         }
-        for (uint32_t s = from_[x]; s < to_[x]; ++s) total_[s] += b_.size[x];
+        for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) total_[s] += in_.b.size[x];
         placed_[x] = 0;
         open_min_[x] = min_offset_[x];
     }
 
-    const Buffers& b_;
-    size_t n_;
-    size_t sections_;
-    const std::vector<uint32_t>&from_, &to_, &active_;
-    const std::vector<std::vector<uint32_t>>&in_section_, &conflicts_;
-    const std::vector<uint64_t>& initial_total_;
-    const std::vector<uint32_t>& initial_cuts_;
+    const CanonicalInstance& in_;
     // search state
     int heuristic_ = 0;
     uint64_t capacity_ = 0, ops_ = 0, ops_limit_ = 0, next_turn_ = 0;
