@@ -129,3 +129,45 @@ def test_thread_count_changes_nothing():
         results.append(json.loads(done.stdout))
     assert results[0] == results[1] == results[2]
     assert len(results[0]) == 6 + 12
+
+
+_RACE = """
+import hashlib, json
+import numpy as np
+import emel.memory as mm
+out = {{}}
+cases = []
+for name in ("D", "G"):
+    _, lower, upper, size = mm.read_buffers_csv({challenging!r} + f"/{{name}}.1048576.csv")
+    cases.append((name, lower, upper, size, 1, 1048576))
+rng = np.random.default_rng(7)
+for k in range(4):  # small random instances with empty rows and alignment
+    n = 40
+    lower = rng.integers(0, 30, n); upper = lower + rng.integers(0, 12, n)
+    size = rng.integers(0, 300, n); size[rng.random(n) < 0.1] = 0
+    cases.append((f"random{{k}}", lower, upper, size, 8, None))
+for name, lower, upper, size, alignment, capacity in cases:
+    for strategy, budget in (("optimal", 300), ("optimal", 20), ("auto", 300)):
+        r = mm.place(lower, upper, size, strategy, alignment=alignment, time_budget_ms=budget, capacity=capacity)
+        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
+        out[f"{{name}} {{strategy}} {{budget}}"] = [digest, r.size, r.work, r.method, r.optimal, r.proven_bound]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not CHALLENGING.is_dir() and not os.environ.get("CI"), reason="needs ../shared/dsa")
+def test_race_on_threads_or_by_restarts_agrees():
+    """The exact search races its preorders on a thread each (past 64
+    buffers) or, on smaller instances, by restarting them on one thread
+    (strategies.md §5); both must give the same offsets, work and verdicts.
+    EMEL_SEARCH_THREADS_FROM moves the line to send every instance one way."""
+    results = []
+    for threads_from, threads in (("1", "2"), ("1", "1"), ("1000000", "2")):
+        env = dict(os.environ, EMEL_SEARCH_THREADS_FROM=threads_from, EMEL_THREADS=threads)
+        code = _RACE.format(challenging=str(CHALLENGING))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        results.append(json.loads(done.stdout))
+    assert results[0] == results[1] == results[2]
+    assert len(results[0]) == 6 * 3
+    # The budget-cut runs must really be cut somewhere, or they test nothing new.
+    assert any(not v[4] for k, v in results[0].items() if k.endswith("optimal 20"))

@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <cstdlib>
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -28,8 +29,17 @@ namespace {
 enum class Outcome { Found, Infeasible, OutOfBudget };
 
 // Instances with fewer buffers to search race their preorders on one thread
-// (restarting them with doubling limits); larger ones on a thread each.
-constexpr size_t kSearchThreadsFrom = 64;
+// (restarting them with doubling limits); larger ones on a thread each. The
+// environment variable EMEL_SEARCH_THREADS_FROM moves the line, so that tests
+// can check that both ways give the same answer.
+size_t search_threads_from() {
+    if (const char* text = std::getenv("EMEL_SEARCH_THREADS_FROM")) {
+        char* end = nullptr;
+        const unsigned long long asked = std::strtoull(text, &end, 10);
+        if (end != text && *end == '\0') return static_cast<size_t>(asked);
+    }
+    return 64;
+}
 // Work a racing search does before giving its turn to one that waits.
 constexpr uint64_t kTurnWork = uint64_t{1} << 20;
 
@@ -405,7 +415,7 @@ class CanonicalSearch {
 // search's own work, ties to the lower preorder, so the answer and the work
 // charged (each search's work up to the winner's) are the same however the
 // searches are scheduled: on a thread each, taking turns on up to
-// EMEL_THREADS cores, or, below kSearchThreadsFrom buffers, one after another
+// EMEL_THREADS cores, or, below search_threads_from() buffers, one after another
 // with doubling limits (each restart replays the same search further).
 class PreorderRace {
   public:
@@ -413,7 +423,7 @@ class PreorderRace {
 
     explicit PreorderRace(const CanonicalInstance& instance) : instance_(instance) {
         for (int h = 0; h < kSearches; ++h) searches_.emplace_back(instance);
-        if (instance.active.size() >= kSearchThreadsFrom) {
+        if (instance.active.size() >= search_threads_from()) {
             pool_ = std::make_unique<WorkerPool>(kSearches);
             if (pool_->size() < static_cast<unsigned>(kSearches)) pool_.reset();  // no threads: take turns below
             permits_ = std::min<unsigned>(placement_threads(), kSearches);
