@@ -20,6 +20,7 @@ import pytest
 import emel.memory as mm
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
+CHALLENGING = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging"
 sys.path.insert(0, str(BENCH))
 import synthetic_traces  # noqa: E402
 
@@ -90,52 +91,55 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
     assert got.size == int((want + -(-np.asarray(size) // alignment) * alignment).max())
 
 
-_RUN = """
+# What the scripts below share: `record` keeps a placement's offsets (by
+# digest) and every figure that must not depend on how the work was scheduled.
+_PRELUDE = """
 import hashlib, json, sys
 import numpy as np
 sys.path.insert(0, {bench!r})
 import emel.memory as mm, synthetic_traces as st
 out = {{}}
+def record(key, r, verdicts=True):
+    digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
+    out[key] = [digest, r.size, r.work, r.method] + ([r.optimal, r.proven_bound] if verdicts else [])
+"""
+
+
+def _run_script(body, **env):
+    """Runs _PRELUDE + body in a fresh interpreter with `env` added; its JSON."""
+    code = (_PRELUDE + body).format(bench=str(BENCH), challenging=str(CHALLENGING))
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
+
+
+_RUN = """
 for fam in ("uniform", "transformer"):
     lower, upper, size = st.generate(fam, 40000, 2)
     for strategy, fit in (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("auto", "best")):
         r = mm.place(lower, upper, size, strategy, fit=fit, time_budget_ms=50)
-        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
-        out[f"{{fam}} {{strategy}} {{fit}}"] = [digest, r.size, r.work, r.method]
+        record(f"{{fam}} {{strategy}} {{fit}}", r, verdicts=False)
 # The exact search races its three preorders on a thread each past 64 buffers
 # (D: many decisions cut by the budget, searches cancelled by a faster one).
 for name in ("D", "G", "H", "K"):
     _, lower, upper, size = mm.read_buffers_csv({challenging!r} + f"/{{name}}.1048576.csv")
     for strategy, budget in (("optimal", 300), ("auto", 300), ("optimal", 30)):
         r = mm.place(lower, upper, size, strategy, time_budget_ms=budget, capacity=1048576)
-        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
-        out[f"{{name}} {{strategy}} {{budget}}"] = [digest, r.size, r.work, r.method, r.optimal, r.proven_bound]
+        record(f"{{name}} {{strategy}} {{budget}}", r)
 print(json.dumps(out))
 """
-
-
-CHALLENGING = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging"
 
 
 @pytest.mark.skipif(not CHALLENGING.is_dir() and not os.environ.get("CI"), reason="needs ../shared/dsa")
 def test_thread_count_changes_nothing():
     """The greedy passes (past 16,384 buffers) and the exact search (past 64)
     use threads; offsets, size, work and verdicts must not depend on how many."""
-    results = []
-    for threads in ("1", "2", "3"):
-        env = dict(os.environ, EMEL_THREADS=threads)
-        code = _RUN.format(bench=str(BENCH), challenging=str(CHALLENGING))
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        results.append(json.loads(done.stdout))
+    results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
     assert len(results[0]) == 6 + 12
 
 
 _RACE = """
-import hashlib, json
-import numpy as np
-import emel.memory as mm
-out = {{}}
 cases = []
 for name in ("D", "G"):
     _, lower, upper, size = mm.read_buffers_csv({challenging!r} + f"/{{name}}.1048576.csv")
@@ -149,8 +153,7 @@ for k in range(4):  # small random instances with empty rows and alignment
 for name, lower, upper, size, alignment, capacity in cases:
     for strategy, budget in (("optimal", 300), ("optimal", 20), ("auto", 300)):
         r = mm.place(lower, upper, size, strategy, alignment=alignment, time_budget_ms=budget, capacity=capacity)
-        digest = hashlib.sha256(np.asarray(r.offsets, np.uint64).tobytes()).hexdigest()
-        out[f"{{name}} {{strategy}} {{budget}}"] = [digest, r.size, r.work, r.method, r.optimal, r.proven_bound]
+        record(f"{{name}} {{strategy}} {{budget}}", r)
 print(json.dumps(out))
 """
 
@@ -161,12 +164,8 @@ def test_race_on_threads_or_by_restarts_agrees():
     buffers) or, on smaller instances, by restarting them on one thread
     (strategies.md §5); both must give the same offsets, work and verdicts.
     EMEL_SEARCH_THREADS_FROM moves the line to send every instance one way."""
-    results = []
-    for threads_from, threads in (("1", "2"), ("1", "1"), ("1000000", "2")):
-        env = dict(os.environ, EMEL_SEARCH_THREADS_FROM=threads_from, EMEL_THREADS=threads)
-        code = _RACE.format(challenging=str(CHALLENGING))
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        results.append(json.loads(done.stdout))
+    results = [_run_script(_RACE, EMEL_SEARCH_THREADS_FROM=threads_from, EMEL_THREADS=threads)
+               for threads_from, threads in (("1", "2"), ("1", "1"), ("1000000", "2"))]
     assert results[0] == results[1] == results[2]
     assert len(results[0]) == 6 * 3
     # The budget-cut runs must really be cut somewhere, or they test nothing new.

@@ -7,15 +7,16 @@
 //    buffer could reach (that would leave a gap some buffer must fill later);
 //  - section inference: in every time section, the floor plus the bytes still
 //    to place there must fit under the capacity.
-// The search is budgeted in nodes (work units), never in wall time.
+// The search is budgeted in work units (nodes, the conflicts and sections
+// they touch), never in wall time.
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <cstdlib>
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -33,12 +34,7 @@ enum class Outcome { Found, Infeasible, OutOfBudget };
 // environment variable EMEL_SEARCH_THREADS_FROM moves the line, so that tests
 // can check that both ways give the same answer.
 size_t search_threads_from() {
-    if (const char* text = std::getenv("EMEL_SEARCH_THREADS_FROM")) {
-        char* end = nullptr;
-        const unsigned long long asked = std::strtoull(text, &end, 10);
-        if (end != text && *end == '\0') return static_cast<size_t>(asked);
-    }
-    return 64;
+    return static_cast<size_t>(env_count("EMEL_SEARCH_THREADS_FROM", 0, SIZE_MAX).value_or(64));
 }
 // Work a racing search does before giving its turn to one that waits.
 constexpr uint64_t kTurnWork = uint64_t{1} << 20;
@@ -229,7 +225,6 @@ class CanonicalSearch {
         });
         ops_ += xs.size() * 4;
     }
-
 
     // Solves the pieces of `part` between consecutive cutpoints one by one,
     // each with a preorder of its own (MiniMalloc's SubSolve).
@@ -460,9 +455,8 @@ class PreorderRace {
                 const int h = static_cast<int>(t);
                 struct Turn {  // holds a permit for the whole search, even when it throws
                     Turnstile* turns;
-                    int h;
-                    Turn(Turnstile* t_, int h_) : turns(t_), h(h_) {
-                        if (turns) turns->enter(h);
+                    Turn(Turnstile* t_, int h_) : turns(t_) {
+                        if (turns) turns->enter(h_);
                     }
                     ~Turn() {
                         if (turns) turns->leave();

@@ -1,18 +1,27 @@
 #include "emel/memory/placement/worker_pool.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <system_error>
 
 namespace emel::memory {
 
+std::optional<uint64_t> env_count(const char* name, uint64_t lo, uint64_t hi) {
+    const char* text = std::getenv(name);
+    if (!text) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long asked = std::strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE || asked < 0) return std::nullopt;
+    const auto value = static_cast<uint64_t>(asked);
+    if (value < lo || value > hi) return std::nullopt;
+    return value;
+}
+
 unsigned placement_threads() {
-    if (const char* text = std::getenv("EMEL_THREADS")) {
-        char* end = nullptr;
-        const long asked = std::strtol(text, &end, 10);
-        if (end != text && *end == '\0' && asked >= 1 && asked <= 64) return static_cast<unsigned>(asked);
-    }
+    if (const auto asked = env_count("EMEL_THREADS", 1, 64)) return static_cast<unsigned>(*asked);
     return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
 }
 

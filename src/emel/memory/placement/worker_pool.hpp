@@ -8,10 +8,15 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 namespace emel::memory {
+
+// The whole decimal value of environment variable `name` when it is set to
+// one in [lo, hi]; nothing otherwise.
+std::optional<uint64_t> env_count(const char* name, uint64_t lo, uint64_t hi);
 
 // How many threads a pass may use: EMEL_THREADS when set to 1..64, else the
 // machine's hardware threads, at most 8.
