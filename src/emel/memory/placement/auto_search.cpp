@@ -9,6 +9,11 @@ namespace emel::memory {
 
 namespace {
 
+// auto runs the exact search on instances of up to this many buffers.
+constexpr size_t kExactSearchUpTo = 2000;
+// A peak window's search costs at most this many greedy passes.
+constexpr uint64_t kWindowSearchPasses = 4;
+
 std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
     std::vector<uint32_t> order(b.count());
     std::iota(order.begin(), order.end(), 0u);
@@ -71,12 +76,38 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // budget plus this first pass, whatever the instance's size.
     const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
+    // At the bound nothing can be smaller: no pass is worth its work.
+    auto worth_a_pass = [&] { return best.end > bound && room_for_a_pass(); };
     consider(std::move(first_pass), &by_size);
+    // The peak window ladder (on instances the exact search does not take
+    // whole): windows of 1024, 2048 and 4096 buffers around the peak of live
+    // bytes, each solved by the exact search with a third of what is left
+    // after its pass, then extended by first fit (docs/strategies.md §4).
+    // The first comes right after the first pass: where it works it reaches
+    // the bound and ends the run (pangu_2.6B: 1.0076 -> 1.0000; Y_1: 1.0036
+    // -> 1.0000), and where it does not it costs one pass (S_1). The wider
+    // ones, whose search costs more, wait until the portfolio is done.
+    size_t last_window = 0;  // buffers in the last window tried
+    auto try_peak_window = [&](size_t max_buffers) {
+        if (b.count() <= kExactSearchUpTo || !worth_a_pass()) return;
+        const PeakWindow w = peak_window(b, max_buffers);
+        work += kGreedyUnitsPerStep * 4 * b.count();  // its instants, sorted, and counts
+        // Every live buffer (no smaller instance), or the same window again.
+        if (w.whole || w.members.size() == last_window || !room_for_a_pass()) return;
+        last_window = w.members.size();
+        const uint64_t share = std::min((work_budget - work - pass) / 3, kWindowSearchPasses * pass);
+        // The bound first: the window holds the peak instant, so its own
+        // bound is the instance's.
+        const Placement inside = place_optimal(w.instance, share, bound);
+        work += inside.work;
+        consider(place_around_window(b, w, inside, by_size), nullptr);
+    };
+    try_peak_window(1024);
     // Later passes, most often useful first (idealloc traces: conflict degree
     // x size with best fit is 1.0104 of the bound on S_1 where size order is
     // 1.0158 with best fit, 1.0167 with first fit).
     std::vector<uint32_t> by_conflict;
-    if (room_for_a_pass()) {
+    if (worth_a_pass()) {
         by_conflict = order_by_conflict_size(b);
         Placement p = place_greedy(b, by_conflict, Fit::Best);
         p.method = "greedy_by_conflict_size";
@@ -86,28 +117,31 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // (best fit) often closes holes its own order left: S_1 1.0104 -> 1.0047.
     // It is the local search's first step below, brought forward because on
     // large traces the budget holds only a few passes.
-    if (room_for_a_pass() && best.end > bound) {
+    if (worth_a_pass()) {
         auto by_offset = order_by_offset(b, best);
         Placement p = place_greedy(b, by_offset, Fit::Best);
         p.method = "auto_search";
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
         consider(std::move(p), &by_offset);
     }
-    if (room_for_a_pass()) consider(place_greedy(b, by_size, Fit::Best), &by_size);
-    if (room_for_a_pass()) {
+    if (worth_a_pass()) consider(place_greedy(b, by_size, Fit::Best), &by_size);
+    if (worth_a_pass()) {
         Placement p = place_greedy(b, by_conflict, Fit::First);
         p.method = "greedy_by_conflict_size_first_fit";
         consider(std::move(p), &by_conflict);
     }
-    if (room_for_a_pass()) {
+    if (worth_a_pass()) {
         const auto by_life = order_by_lifetime(b);
         Placement p = place_greedy(b, by_life, Fit::Best);
         p.method = "greedy_by_lifetime";
         consider(std::move(p), &by_life);
     }
 
+    try_peak_window(2048);
+    try_peak_window(4096);
+
     // Small instances: an exact search with the remaining budget.
-    if (best.end > bound && b.count() <= 2000 && work < work_budget) {
+    if (best.end > bound && b.count() <= kExactSearchUpTo && work < work_budget) {
         // Most of what is left: on small instances the exact search is what
         // closes gaps, and the local search below keeps the rest.
         Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0);
@@ -120,7 +154,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
 
     // Local search over greedy orders: re-place what sits on the peak first.
     Rng rng;
-    for (uint64_t round = 0; best.end > bound && room_for_a_pass(); ++round) {
+    for (uint64_t round = 0; worth_a_pass(); ++round) {
         std::vector<uint32_t> order;
         if (round == 0) {
             order = order_by_offset(b, best);

@@ -76,6 +76,23 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0
 // (0: start at the lower bound).
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 
+// §4: the buffers live around the peak of live bytes, over the widest window
+// of instants [from, to) around the peak instant in which at most
+// `max_buffers` are live (never fewer than the peak instant's own), as an
+// instance of their own with lifetimes cut to the window (peak_window.cpp).
+struct PeakWindow {
+    uint64_t from = 0, to = 0;
+    bool whole = false;             // [from, to) spans every instant: all live rows are in
+    std::vector<uint32_t> members;  // the rows of `b` in the window, ascending
+    Buffers instance;               // row k is members[k], cut to [from, to)
+};
+PeakWindow peak_window(const Buffers& b, size_t max_buffers);
+// Every buffer placed by first fit around `inside`, a placement of the
+// window's instance: the window's buffers in the order of their offsets there
+// (which keeps each at or below it), then the others in `rest_order`.
+Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
+                              const std::vector<uint32_t>& rest_order);
+
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
 // capacity to try (0: none).
 Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, uint64_t target);

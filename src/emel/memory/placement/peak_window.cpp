@@ -1,0 +1,156 @@
+// The peak window (docs/strategies.md §4): the exact search solves the
+// buffers live around the peak of live bytes, and greedy placement builds the
+// rest around that answer.
+//
+// Why: on real traces the arena's size is decided near the peak, where a
+// greedy order leaves a hole no later buffer can fill (pangu_2.6B: one 40 MiB
+// hole at the peak instant, 1.0076 of the bound in every size or conflict
+// order). A few hundred buffers around the peak are an instance the exact
+// search solves at the bound in milliseconds, and first fit in the order of
+// its offsets keeps them there (below), so the rest only has to fit around.
+#include <algorithm>
+#include <numeric>
+
+#include "emel/memory/placement/placement.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+// The buffers live at some instant of [from, to): every row is live over
+// [lower, upper), so those with lower < to and upper > from.
+struct LiveCounter {
+    std::vector<uint64_t> lowers, uppers;  // of the rows that are live at all, sorted
+    size_t live_in(uint64_t from, uint64_t to) const {
+        // Rows that end by `from` and rows that start at `to` or later are
+        // disjoint sets (lower < upper), so the rest are the live ones.
+        const size_t ended = std::upper_bound(uppers.begin(), uppers.end(), from) - uppers.begin();
+        const size_t later = lowers.end() - std::lower_bound(lowers.begin(), lowers.end(), to);
+        return lowers.size() - ended - later;
+    }
+};
+
+}  // namespace
+
+PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
+    const size_t n = b.count();
+    LiveCounter live;
+    std::vector<std::pair<uint64_t, int64_t>> events;  // (instant, +/- size)
+    for (uint32_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        live.lowers.push_back(b.lower[x]);
+        live.uppers.push_back(b.upper[x]);
+        events.emplace_back(b.lower[x], static_cast<int64_t>(x));
+        events.emplace_back(b.upper[x], -1 - static_cast<int64_t>(x));
+    }
+    PeakWindow w;
+    if (events.empty()) return w;
+    std::sort(live.lowers.begin(), live.lowers.end());
+    std::sort(live.uppers.begin(), live.uppers.end());
+    std::sort(events.begin(), events.end());
+    // The instants where liveness changes, and the earliest instant of the
+    // highest live bytes (the peak of the lower bound).
+    std::vector<uint64_t> instants;
+    unsigned __int128 bytes = 0, peak = 0;
+    size_t peak_at = 0;
+    for (size_t e = 0; e < events.size();) {
+        const uint64_t t = events[e].first;
+        for (; e < events.size() && events[e].first == t; ++e) {
+            const int64_t k = events[e].second;
+            if (k < 0) bytes -= b.size[static_cast<size_t>(-1 - k)];
+            else bytes += b.size[static_cast<size_t>(k)];
+        }
+        instants.push_back(t);
+        if (bytes > peak) {
+            peak = bytes;
+            peak_at = instants.size() - 1;
+        }
+    }
+    // Grow [instants[lo], instants[hi]) around the peak, both sides at once,
+    // then one side (the one adding fewer buffers first), while at most
+    // `max_buffers` are live in it. The peak instant itself is always in.
+    size_t lo = peak_at, hi = peak_at + 1;
+    auto count = [&](size_t l, size_t h) { return live.live_in(instants[l], instants[h]); };
+    for (;;) {
+        const bool left = lo > 0, right = hi + 1 < instants.size();
+        if (left && right && count(lo - 1, hi + 1) <= max_buffers) {
+            --lo;
+            ++hi;
+            continue;
+        }
+        const size_t by_left = left ? count(lo - 1, hi) : SIZE_MAX;
+        const size_t by_right = right ? count(lo, hi + 1) : SIZE_MAX;
+        const size_t fewer = std::min(by_left, by_right);
+        if (fewer == SIZE_MAX || fewer > max_buffers) break;
+        if (by_left <= by_right) --lo;  // ties: earlier instants first
+        else ++hi;
+    }
+    w.from = instants[lo];
+    w.to = instants[hi];
+    w.whole = lo == 0 && hi + 1 == instants.size();
+    // The window's instance: its buffers, cut to the window. Cutting keeps
+    // every conflict among them (two intervals that meet each other and the
+    // window meet inside it), so its answer is valid for their full lifetimes.
+    std::vector<uint32_t> index_of(n, UINT32_MAX);
+    for (uint32_t x = 0; x < n; ++x)
+        if (b.lower[x] < b.upper[x] && b.lower[x] < w.to && b.upper[x] > w.from) {
+            index_of[x] = static_cast<uint32_t>(w.members.size());
+            w.members.push_back(x);
+        }
+    Buffers& s = w.instance;
+    const size_t m = w.members.size();
+    s.lower.resize(m);
+    s.upper.resize(m);
+    s.size.resize(m);
+    s.alignment.resize(m);
+    s.rank.resize(m);
+    for (size_t k = 0; k < m; ++k) {
+        const uint32_t x = w.members[k];
+        s.lower[k] = std::max(b.lower[x], w.from);
+        s.upper[k] = std::min(b.upper[x], w.to);
+        s.size[k] = b.size[x];
+        s.alignment[k] = b.alignment[x];
+    }
+    // Ranks stay in the instance's tie-break order, renumbered 0..m-1.
+    std::vector<uint32_t> by_rank(m);
+    std::iota(by_rank.begin(), by_rank.end(), 0u);
+    std::sort(by_rank.begin(), by_rank.end(),
+              [&](uint32_t i, uint32_t j) { return b.rank[w.members[i]] < b.rank[w.members[j]]; });
+    for (size_t r = 0; r < m; ++r) s.rank[by_rank[r]] = static_cast<uint32_t>(r);
+    if (b.has_partners()) {
+        s.partners.resize(m);
+        for (size_t k = 0; k < m; ++k)
+            for (uint32_t y : b.partners[w.members[k]])
+                if (index_of[y] != UINT32_MAX) s.partners[k].push_back(index_of[y]);
+    }
+    return w;
+}
+
+Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
+                              const std::vector<uint32_t>& rest_order) {
+    // The window's buffers first, in the order of their offsets in `inside`:
+    // first fit then puts each at or below that offset (the buffers before it
+    // sit at or below theirs, so its own offset is still free), and so keeps
+    // the window's answer. Then the others, in `rest_order`.
+    std::vector<uint32_t> window_order(w.members.size());
+    std::iota(window_order.begin(), window_order.end(), 0u);
+    std::sort(window_order.begin(), window_order.end(), [&](uint32_t i, uint32_t j) {
+        if (inside.offset[i] != inside.offset[j]) return inside.offset[i] < inside.offset[j];
+        return w.instance.rank[i] < w.instance.rank[j];
+    });
+    std::vector<uint32_t> order;
+    order.reserve(b.count());
+    std::vector<uint8_t> in_window(b.count(), 0);
+    for (uint32_t k : window_order) {
+        order.push_back(w.members[k]);
+        in_window[w.members[k]] = 1;
+    }
+    for (uint32_t x : rest_order)
+        if (!in_window[x]) order.push_back(x);
+    Placement p = place_greedy(b, order, Fit::First);
+    p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order
+    p.method = "peak_window";
+    return p;
+}
+
+}  // namespace emel::memory
