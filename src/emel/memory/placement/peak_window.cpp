@@ -44,7 +44,10 @@ PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
         events.emplace_back(b.upper[x], -1 - static_cast<int64_t>(x));
     }
     PeakWindow w;
-    if (events.empty()) return w;
+    if (events.empty()) {  // nothing is ever live: the empty window holds it all
+        w.whole = true;
+        return w;
+    }
     std::sort(live.lowers.begin(), live.lowers.end());
     std::sort(live.uppers.begin(), live.uppers.end());
     std::sort(events.begin(), events.end());
