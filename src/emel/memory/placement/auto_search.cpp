@@ -57,7 +57,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::vector<uint32_t> best_order;
     auto consider = [&](Placement&& p, const std::vector<uint32_t>* order) {
         work += p.work;
-        if (p.end < best.end) {
+        if (!p.abandoned && p.end < best.end) {
             best = std::move(p);
             if (order) best_order = *order;
             else best_order.clear();
@@ -78,6 +78,11 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
     // At the bound nothing can be smaller: no pass is worth its work.
     auto worth_a_pass = [&] { return best.end > bound && room_for_a_pass(); };
+    // A later pass wins only below the best so far (ties keep the earlier):
+    // it is given up as soon as its end reaches the best's, which on large
+    // traces saves most of a losing pass (the first pass is always whole: it
+    // measures what a pass costs).
+    auto to_win = [&] { return best.end - 1; };
     consider(std::move(first_pass), &by_size);
     // The peak window ladder (on instances the exact search does not take
     // whole): windows of 1024, 2048 and 4096 buffers around the peak of live
@@ -100,7 +105,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         // bound is the instance's.
         const Placement inside = place_optimal(w.instance, share, bound);
         work += inside.work;
-        consider(place_around_window(b, w, inside, by_size), nullptr);
+        consider(place_around_window(b, w, inside, by_size, to_win()), nullptr);
     };
     try_peak_window(1024);
     // Later passes, most often useful first (idealloc traces: conflict degree
@@ -109,7 +114,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::vector<uint32_t> by_conflict;
     if (worth_a_pass()) {
         by_conflict = order_by_conflict_size(b);
-        Placement p = place_greedy(b, by_conflict, Fit::Best);
+        Placement p = place_greedy(b, by_conflict, Fit::Best, to_win());
         p.method = "greedy_by_conflict_size";
         consider(std::move(p), &by_conflict);
     }
@@ -119,20 +124,20 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // large traces the budget holds only a few passes.
     if (worth_a_pass()) {
         auto by_offset = order_by_offset(b, best);
-        Placement p = place_greedy(b, by_offset, Fit::Best);
+        Placement p = place_greedy(b, by_offset, Fit::Best, to_win());
         p.method = "auto_search";
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
         consider(std::move(p), &by_offset);
     }
-    if (worth_a_pass()) consider(place_greedy(b, by_size, Fit::Best), &by_size);
+    if (worth_a_pass()) consider(place_greedy(b, by_size, Fit::Best, to_win()), &by_size);
     if (worth_a_pass()) {
-        Placement p = place_greedy(b, by_conflict, Fit::First);
+        Placement p = place_greedy(b, by_conflict, Fit::First, to_win());
         p.method = "greedy_by_conflict_size_first_fit";
         consider(std::move(p), &by_conflict);
     }
     if (worth_a_pass()) {
         const auto by_life = order_by_lifetime(b);
-        Placement p = place_greedy(b, by_life, Fit::Best);
+        Placement p = place_greedy(b, by_life, Fit::Best, to_win());
         p.method = "greedy_by_lifetime";
         consider(std::move(p), &by_life);
     }
@@ -171,10 +176,12 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
             const size_t to = rng.below(static_cast<size_t>(at) + 1);
             std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
         }
-        Placement p = place_greedy(b, order, Fit::Best);
+        // Equal answers are kept (the walk goes on along the plateau): given
+        // up only above the best.
+        Placement p = place_greedy(b, order, Fit::Best, best.end);
         // Each round also builds an index and an order over every buffer.
         work += p.work + kGreedyUnitsPerStep * 2 * b.count();
-        if (p.end <= best.end) {  // equal: keep walking the plateau
+        if (!p.abandoned && p.end <= best.end) {
             p.method = "auto_search";
             best = std::move(p);
             best_order = std::move(order);

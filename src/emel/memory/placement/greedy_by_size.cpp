@@ -126,7 +126,8 @@ void mark_dependent(const Buffers& b, const uint32_t* batch, size_t m, std::vect
 // the batch are found at once against the placement so far, then all are
 // placed in order, the others' gaps found then.
 void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, PlacedIndex& index,
-                          Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool) {
+                          Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
+                          uint64_t give_up_above) {
     std::vector<GapFinder> finders;
     for (unsigned t = 0; t < pool.size(); ++t) finders.emplace_back(b);
     std::vector<uint64_t> early_offset(kBatch), early_work(kBatch);
@@ -163,12 +164,17 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
             }
             place_at(b, x, chosen, out, placed, index);
         }
+        // Checked per batch: the batch's gaps were found (and charged) at once.
+        if (out.end > give_up_above) {
+            out.abandoned = true;
+            return;
+        }
     }
 }
 
 }  // namespace
 
-Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit) {
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
@@ -181,12 +187,18 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     if (threads > 1) {
         WorkerPool pool(threads);
         if (pool.size() > 1) {
-            place_greedy_batched(b, order, fit, index, out, placed, pool);
+            place_greedy_batched(b, order, fit, index, out, placed, pool, give_up_above);
             return out;
         }
     }
     GapFinder gaps(b);
-    for (uint32_t x : order) place_at(b, x, gaps.find(index, out.offset, placed, x, fit, out.work), out, placed, index);
+    for (uint32_t x : order) {
+        place_at(b, x, gaps.find(index, out.offset, placed, x, fit, out.work), out, placed, index);
+        if (out.end > give_up_above) {
+            out.abandoned = true;
+            break;
+        }
+    }
     return out;
 }
 

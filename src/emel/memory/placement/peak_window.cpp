@@ -130,7 +130,7 @@ PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
 }
 
 Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
-                              const std::vector<uint32_t>& rest_order) {
+                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above) {
     // The window's buffers first, in the order of their offsets in `inside`:
     // first fit then puts each at or below that offset (the buffers before it
     // sit at or below theirs, so its own offset is still free), and so keeps
@@ -150,7 +150,7 @@ Placement place_around_window(const Buffers& b, const PeakWindow& w, const Place
     }
     for (uint32_t x : rest_order)
         if (!in_window[x]) order.push_back(x);
-    Placement p = place_greedy(b, order, Fit::First);
+    Placement p = place_greedy(b, order, Fit::First, give_up_above);
     p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order
     p.method = "peak_window";
     return p;

@@ -35,6 +35,9 @@ struct Placement {
     std::string method;      // which heuristic produced it (auto/optimal report it)
     bool optimal = false;    // proven optimal (optimal strategy)
     uint64_t lower_bound = 0;  // best proven lower bound on `end` (optimal strategy)
+    // A greedy pass given up once its end passed the caller's limit: its
+    // offsets are partial and must not be used (place_greedy).
+    bool abandoned = false;
 };
 
 // A placement whose offset or end passes 2^64-1 while placing buffer
@@ -64,8 +67,11 @@ std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
 std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
 
-// §2: greedy placement in a given order (greedy_by_size.cpp).
-Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
+// §2: greedy placement in a given order (greedy_by_size.cpp). A pass whose
+// end passes `give_up_above` stops there, `abandoned` (auto's passes that can
+// no longer win: their work is charged up to that point).
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                       uint64_t give_up_above = UINT64_MAX);
 // §3: the online best-fit allocator (best_fit.cpp).
 Placement place_best_fit(const Buffers& b);
 // tmmu on bare buffers: slot colouring, aligned prefix sums (tmmu.cpp).
@@ -91,7 +97,7 @@ PeakWindow peak_window(const Buffers& b, size_t max_buffers);
 // window's instance: the window's buffers in the order of their offsets there
 // (which keeps each at or below it), then the others in `rest_order`.
 Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
-                              const std::vector<uint32_t>& rest_order);
+                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX);
 
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
 // capacity to try (0: none).
