@@ -87,11 +87,12 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // The peak window ladder (on instances the exact search does not take
     // whole): windows of 1024, 2048 and 4096 buffers around the peak of live
     // bytes, each solved by the exact search with a third of what is left
-    // after its pass, then extended by first fit (docs/strategies.md §4).
-    // The first comes right after the first pass: where it works it reaches
-    // the bound and ends the run (pangu_2.6B: 1.0076 -> 1.0000; Y_1: 1.0036
-    // -> 1.0000), and where it does not it costs one pass (S_1). The wider
-    // ones, whose search costs more, wait until the portfolio is done.
+    // after its pass (at most kWindowSearchPasses passes' worth), then
+    // extended by first fit (docs/strategies.md §4). The first comes right
+    // after the first pass: where it works it reaches the bound and ends the
+    // run (pangu_2.6B: 1.0076 -> 1.0000; Y_1: 1.0036 -> 1.0000), and where it
+    // does not its pass is soon given up (S_1). The wider ones, whose search
+    // costs more, wait until the portfolio is done.
     size_t last_window = 0;  // buffers in the last window tried
     auto try_peak_window = [&](size_t max_buffers) {
         if (b.count() <= kExactSearchUpTo || !worth_a_pass()) return;
