@@ -155,3 +155,24 @@ def test_auto_places_pangu_at_its_bound_through_the_peak_window():
     check = peers.check_placement(lower, upper, size, placed.offsets, reported_size=placed.size)
     assert check.valid, check.problems
     assert check.max_end == placed.size
+
+
+def test_auto_through_the_window_is_valid_and_never_above_its_first_pass():
+    # Random traces past the exact search's 2,000 buffers, with zero sizes and
+    # alignment: whatever wins, the answer is checked from scratch; the
+    # window must win on some of them, so its path is the one checked.
+    methods = []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        n = 2500
+        lower = rng.integers(0, 300, n)
+        upper = lower + rng.integers(0, 30, n)
+        size = rng.integers(0, 100, n) * (rng.random(n) < 0.8)
+        placed = mm.place(lower, upper, size, "auto", alignment=8, time_budget_ms=300)
+        aligned = (size + 7) // 8 * 8
+        check = peers.check_placement(lower, upper, aligned, placed.offsets, reported_size=placed.size)
+        assert check.valid, (seed, check.problems)
+        first = mm.place(lower, upper, size, "greedy_by_size", alignment=8, fit="first")
+        assert placed.lower_bound <= placed.size <= first.size
+        methods.append(placed.method)
+    assert "peak_window" in methods, methods
