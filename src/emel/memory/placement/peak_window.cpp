@@ -5,9 +5,10 @@
 // Why: on real traces the arena's size is decided near the peak, where a
 // greedy order leaves a hole no later buffer can fill (pangu_2.6B: one 40 MiB
 // hole at the peak instant, 1.0076 of the bound in every size or conflict
-// order). A few hundred buffers around the peak are an instance the exact
-// search solves at the bound in milliseconds, and first fit in the order of
-// its offsets keeps them there (below), so the rest only has to fit around.
+// order). The thousand buffers around the peak are an instance the exact
+// search solves at the bound in a fraction of a second, and first fit in the
+// order of its offsets keeps them there (below), so the rest only has to fit
+// around.
 #include <algorithm>
 #include <numeric>
 
@@ -35,7 +36,7 @@ struct LiveCounter {
 PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
     const size_t n = b.count();
     LiveCounter live;
-    std::vector<std::pair<uint64_t, int64_t>> events;  // (instant, +/- size)
+    std::vector<std::pair<uint64_t, int64_t>> events;  // (instant, row; -1 - row at its end)
     for (uint32_t x = 0; x < n; ++x) {
         if (b.lower[x] >= b.upper[x]) continue;
         live.lowers.push_back(b.lower[x]);
