@@ -405,7 +405,7 @@ PYBIND11_MODULE(_core, m) {
             Placement inside, around;
             {
                 py::gil_scoped_release release;
-                w = peak_window(b, static_cast<size_t>(max_buffers));
+                w = PeakWindows(b).around_peak(static_cast<size_t>(max_buffers));
                 inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, buffers_lower_bound(b));
                 around = place_around_window(b, w, inside, order_by_size(b));
             }

@@ -2,6 +2,7 @@
 // bounded, deterministic search over greedy placement orders.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "emel/memory/placement/placement.hpp"
 
@@ -93,11 +94,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // run (pangu_2.6B: 1.0076 -> 1.0000; Y_1: 1.0036 -> 1.0000), and where it
     // does not its pass is soon given up (S_1). The wider ones, whose search
     // costs more, wait until the portfolio is done.
-    size_t last_window = 0;  // buffers in the last window tried
+    std::optional<PeakWindows> windows;  // the sweep, made for the first window
+    size_t last_window = 0;              // buffers in the last window tried
     auto try_peak_window = [&](size_t max_buffers) {
         if (b.count() <= kExactSearchUpTo || !worth_a_pass()) return;
-        const PeakWindow w = peak_window(b, max_buffers);
-        work += kGreedyUnitsPerStep * 4 * b.count();  // its instants, sorted, and counts
+        if (!windows) windows.emplace(b);
+        const PeakWindow w = windows->around_peak(max_buffers);
+        work += kGreedyUnitsPerStep * 4 * b.count();  // the sweep's share and the window's counts
         // Every live buffer (no smaller instance), or the same window again.
         if (w.whole || w.members.size() == last_window || !room_for_a_pass()) return;
         last_window = w.members.size();

@@ -16,47 +16,21 @@
 
 namespace emel::memory {
 
-namespace {
-
-// The buffers live at some instant of [from, to): every row is live over
-// [lower, upper), so those with lower < to and upper > from.
-struct LiveCounter {
-    std::vector<uint64_t> lowers, uppers;  // of the rows that are live at all, sorted
-    size_t live_in(uint64_t from, uint64_t to) const {
-        // Rows that end by `from` and rows that start at `to` or later are
-        // disjoint sets (lower < upper), so the rest are the live ones.
-        const size_t ended = std::upper_bound(uppers.begin(), uppers.end(), from) - uppers.begin();
-        const size_t later = lowers.end() - std::lower_bound(lowers.begin(), lowers.end(), to);
-        return lowers.size() - ended - later;
-    }
-};
-
-}  // namespace
-
-PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
-    const size_t n = b.count();
-    LiveCounter live;
+PeakWindows::PeakWindows(const Buffers& b) : b_(b) {
     std::vector<std::pair<uint64_t, int64_t>> events;  // (instant, row; -1 - row at its end)
-    for (uint32_t x = 0; x < n; ++x) {
+    for (uint32_t x = 0; x < b.count(); ++x) {
         if (b.lower[x] >= b.upper[x]) continue;
-        live.lowers.push_back(b.lower[x]);
-        live.uppers.push_back(b.upper[x]);
+        lowers_.push_back(b.lower[x]);
+        uppers_.push_back(b.upper[x]);
         events.emplace_back(b.lower[x], static_cast<int64_t>(x));
         events.emplace_back(b.upper[x], -1 - static_cast<int64_t>(x));
     }
-    PeakWindow w;
-    if (events.empty()) {  // nothing is ever live: the empty window holds it all
-        w.whole = true;
-        return w;
-    }
-    std::sort(live.lowers.begin(), live.lowers.end());
-    std::sort(live.uppers.begin(), live.uppers.end());
+    std::sort(lowers_.begin(), lowers_.end());
+    std::sort(uppers_.begin(), uppers_.end());
     std::sort(events.begin(), events.end());
     // The instants where liveness changes, and the earliest instant of the
     // highest live bytes (the peak of the lower bound).
-    std::vector<uint64_t> instants;
     unsigned __int128 bytes = 0, peak = 0;
-    size_t peak_at = 0;
     for (size_t e = 0; e < events.size();) {
         const uint64_t t = events[e].first;
         for (; e < events.size() && events[e].first == t; ++e) {
@@ -64,34 +38,52 @@ PeakWindow peak_window(const Buffers& b, size_t max_buffers) {
             if (k < 0) bytes -= b.size[static_cast<size_t>(-1 - k)];
             else bytes += b.size[static_cast<size_t>(k)];
         }
-        instants.push_back(t);
+        instants_.push_back(t);
         if (bytes > peak) {
             peak = bytes;
-            peak_at = instants.size() - 1;
+            peak_at_ = instants_.size() - 1;
         }
     }
-    // Grow [instants[lo], instants[hi]) around the peak, both sides at once,
+}
+
+size_t PeakWindows::live_in(size_t from, size_t to) const {
+    // Every row is live over [lower, upper): the rows that end by the start
+    // and those that start at the end or later are disjoint sets (lower <
+    // upper), so the rest are the live ones.
+    const size_t ended = std::upper_bound(uppers_.begin(), uppers_.end(), instants_[from]) - uppers_.begin();
+    const size_t later = lowers_.end() - std::lower_bound(lowers_.begin(), lowers_.end(), instants_[to]);
+    return lowers_.size() - ended - later;
+}
+
+PeakWindow PeakWindows::around_peak(size_t max_buffers) const {
+    const Buffers& b = b_;
+    const size_t n = b.count();
+    PeakWindow w;
+    if (instants_.empty()) {  // nothing is ever live: the empty window holds it all
+        w.whole = true;
+        return w;
+    }
+    // Grow [instants_[lo], instants_[hi]) around the peak, both sides at once,
     // then one side (the one adding fewer buffers first), while at most
     // `max_buffers` are live in it. The peak instant itself is always in.
-    size_t lo = peak_at, hi = peak_at + 1;
-    auto count = [&](size_t l, size_t h) { return live.live_in(instants[l], instants[h]); };
+    size_t lo = peak_at_, hi = peak_at_ + 1;
     for (;;) {
-        const bool left = lo > 0, right = hi + 1 < instants.size();
-        if (left && right && count(lo - 1, hi + 1) <= max_buffers) {
+        const bool left = lo > 0, right = hi + 1 < instants_.size();
+        if (left && right && live_in(lo - 1, hi + 1) <= max_buffers) {
             --lo;
             ++hi;
             continue;
         }
-        const size_t by_left = left ? count(lo - 1, hi) : SIZE_MAX;
-        const size_t by_right = right ? count(lo, hi + 1) : SIZE_MAX;
+        const size_t by_left = left ? live_in(lo - 1, hi) : SIZE_MAX;
+        const size_t by_right = right ? live_in(lo, hi + 1) : SIZE_MAX;
         const size_t fewer = std::min(by_left, by_right);
         if (fewer == SIZE_MAX || fewer > max_buffers) break;
         if (by_left <= by_right) --lo;  // ties: earlier instants first
         else ++hi;
     }
-    w.from = instants[lo];
-    w.to = instants[hi];
-    w.whole = lo == 0 && hi + 1 == instants.size();
+    w.from = instants_[lo];
+    w.to = instants_[hi];
+    w.whole = lo == 0 && hi + 1 == instants_.size();
     // The window's instance: its buffers, cut to the window. Cutting keeps
     // every conflict among them (two intervals that meet each other and the
     // window meet inside it), so its answer is valid for their full lifetimes.

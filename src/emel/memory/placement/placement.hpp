@@ -92,7 +92,21 @@ struct PeakWindow {
     std::vector<uint32_t> members;  // the rows of `b` in the window, ascending
     Buffers instance;               // row k is members[k], cut to [from, to)
 };
-PeakWindow peak_window(const Buffers& b, size_t max_buffers);
+// The sweep over an instance's instants is done once; each window is grown
+// from it.
+class PeakWindows {
+  public:
+    explicit PeakWindows(const Buffers& b);  // `b` must outlive it
+    PeakWindow around_peak(size_t max_buffers) const;
+
+  private:
+    // Rows live at some instant of [instants_[from], instants_[to]).
+    size_t live_in(size_t from, size_t to) const;
+    const Buffers& b_;
+    std::vector<uint64_t> lowers_, uppers_;  // of the rows live at all, sorted
+    std::vector<uint64_t> instants_;         // where liveness changes, ascending
+    size_t peak_at_ = 0;                     // the earliest instant of the peak
+};
 // Every buffer placed by first fit around `inside`, a placement of the
 // window's instance: the window's buffers in the order of their offsets there
 // (which keeps each at or below it), then the others in `rest_order`.
