@@ -11,7 +11,10 @@ Contenders, run interleaved: for each repeat, every contender once, in an order 
 and instance so that machine noise hits all alike.
   emel:      greedy_by_size, greedy_by_size fit=first, best_fit, auto (--budget-ms; on the
              challenging set with capacity= the posed size at --challenging-budget-ms), optimal
-             (same budget and capacity; instances of up to --optimal-max-buffers rows)
+             (same budget and capacity; instances of up to --optimal-max-buffers rows); with
+             --auto-budgets B1,B2,...: auto at those budgets too, and a table of each budget's
+             answer and wall time against the best peer (auto's budget buys size with time: the
+             table says from which budget on it is no larger and no slower)
   omnimalloc: each fast greedy order (size, conflict_size, conflict, area, duration, start),
              best_fit, the omni ensemble, supermalloc(num_threads=12, timeout=--peer-timeout-s)
              and simulated annealing (timeout=--peer-timeout-s, iterations unbounded)
@@ -28,8 +31,8 @@ Allocation objects; minimalloc: the process, CSV in and out). Rows that are neve
 check); emel gets every row.
 
     python bench/peers.py [--only challenging,idealloc,synthetic] [--instances A,B,S_1]
-        [--repeats N] [--budget-ms 1000] [--challenging-budget-ms 10000] [--peer-timeout-s S]
-        [--skip-peers] [--scale] [--minimalloc PATH] [--peer-mem-gb 8] [--out FILE]
+        [--repeats N] [--budget-ms 1000] [--challenging-budget-ms 10000] [--auto-budgets 500,2000]
+        [--peer-timeout-s S] [--skip-peers] [--scale] [--minimalloc PATH] [--peer-mem-gb 8] [--out FILE]
 """
 
 from __future__ import annotations
@@ -248,8 +251,7 @@ def emel_contenders(args) -> list[Contender]:
         def run(inst, _):
             kw = {}
             if searched:
-                kw["time_budget_ms"] = (args.challenging_budget_ms if inst.group == "challenging"
-                                        else args.budget_ms)
+                kw["time_budget_ms"] = main_budget(args, inst)
                 kw["capacity"] = inst.capacity
             if strategy == "optimal" and len(inst.size) > args.optimal_max_buffers:
                 return None, None, "skipped", {"why": f"over {args.optimal_max_buffers} buffers"}
@@ -258,11 +260,29 @@ def emel_contenders(args) -> list[Contender]:
                                              "emel_lower_bound": p.lower_bound, "work": p.work}
         return run
 
+    def make_auto_at(budget_ms):
+        def run(inst, _):
+            p = mm.place(inst.lower, inst.upper, inst.size, strategy="auto", time_budget_ms=budget_ms,
+                         capacity=inst.capacity)
+            return p.offsets, p.size, "ok", {"method": p.method, "optimal": p.optimal,
+                                             "emel_lower_bound": p.lower_bound, "work": p.work}
+        return run
+
     label = lambda s, f: "emel " + s + ("/first" if f == "first" else "")  # noqa: E731
     return [Contender(label(s, f), "emel", lambda inst: None, make(s, f, searched))
             for s, f, searched in (("greedy_by_size", "best", False), ("greedy_by_size", "first", False),
                                    ("best_fit", "best", False), ("auto", "best", True),
-                                   ("optimal", "best", True))]
+                                   ("optimal", "best", True))] + \
+        [Contender(auto_at(b), "emel", lambda inst: None, make_auto_at(b)) for b in args.auto_budgets]
+
+
+def auto_at(budget_ms: int) -> str:
+    """The name of emel auto run at one more budget (--auto-budgets)."""
+    return f"emel auto@{budget_ms}ms"
+
+
+def main_budget(args, inst) -> int:
+    return args.challenging_budget_ms if inst.group == "challenging" else args.budget_ms
 
 
 def peer_rows(inst: Instance) -> np.ndarray:
@@ -457,6 +477,27 @@ def verdict(rows: list[dict]) -> dict:
     return v
 
 
+def budget_ladder(rows: list[dict], budgets: dict[str, int]) -> dict:
+    """emel auto at each of its budgets (`budgets`: contender name -> budget in ms)
+    against the peer answer that is smallest (ties: faster): whether auto's
+    answer is no larger and came in no more wall time, and the smallest budget
+    at which it is both ("dominates_at", None when no budget is)."""
+    ok = [r for r in rows if r["size"] is not None and r["valid"]]
+    v = {"instance": rows[0]["instance"], "group": rows[0]["group"], "steps": []}
+    peers = [r for r in ok if r["peer"] != "emel"]
+    if not peers:
+        return v
+    bp = min(peers, key=lambda r: (r["size"], r["seconds"]))
+    v.update(best_peer=bp["contender"], peer_ratio=bp["ratio"], peer_s=bp["seconds"], dominates_at=None)
+    for r in sorted((r for r in ok if r["contender"] in budgets), key=lambda r: budgets[r["contender"]]):
+        step = {"budget_ms": budgets[r["contender"]], "ratio": r["ratio"], "seconds": r["seconds"],
+                "size_ok": r["size"] <= bp["size"], "time_ok": r["seconds"] <= bp["seconds"]}
+        v["steps"].append(step)
+        if step["size_ok"] and step["time_ok"] and v["dominates_at"] is None:
+            v["dominates_at"] = step["budget_ms"]
+    return v
+
+
 def slopes(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
     """Log-log slope of time against buffers per synthetic family and contender (least squares)."""
     out = []
@@ -488,6 +529,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--budget-ms", type=int, default=1000, help="emel auto/optimal, idealloc and synthetic")
     ap.add_argument("--challenging-budget-ms", type=int, default=10000)
+    ap.add_argument("--auto-budgets", default="",
+                    help="emel auto at these budgets too (ms, e.g. 500,1000,2000), in a table of the "
+                         "smallest budget at which auto is no larger and no slower than the best peer")
     ap.add_argument("--optimal-max-buffers", type=int, default=5000,
                     help="run emel optimal on instances up to this size (strategies.md §5 does not "
                          "search above 5,000 buffers)")
@@ -505,6 +549,12 @@ def main(argv=None):
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     args.mm_timeout_s = args.peer_timeout_s if args.peer_timeout_s is not None else 120.0
+    try:
+        args.auto_budgets = sorted({int(b) for b in args.auto_budgets.split(",") if b.strip()})
+    except ValueError:
+        ap.error(f"--auto-budgets takes budgets in ms separated by commas, not {args.auto_budgets!r}")
+    if any(b <= 0 for b in args.auto_budgets):
+        ap.error("--auto-budgets must be positive")
     args.om_timeout_s = args.peer_timeout_s if args.peer_timeout_s is not None else 60.0
 
     groups = [g for g in args.only.split(",") if g]
@@ -538,13 +588,16 @@ def main(argv=None):
     load_start = os.getloadavg()
     print(f"load average {load_start[0]:.2f} on {os.cpu_count()} CPUs; contenders: "
           + ", ".join(c.name for c in contenders), flush=True)
-    all_rows, verdicts = [], []
+    all_rows, verdicts, ladders = [], [], []
     for idx, inst in enumerate(instances):
         print(f"== {inst.label}: {len(inst.size):,} buffers, lower bound {inst.bound:,}"
               + (f", capacity {inst.capacity:,}" if inst.capacity else ""), flush=True)
         rows = run_instance(inst, contenders, args.repeats, idx)
         all_rows += rows
         verdicts.append(verdict(rows))
+        if args.auto_budgets:
+            ladders.append(budget_ladder(rows, {"emel auto": main_budget(args, inst),
+                                                **{auto_at(b): b for b in args.auto_budgets}}))
 
     cols = [("instance", "instance", ""), ("buffers", "buffers", ","), ("contender", "contender", ""),
             ("size", "size", ","), ("ratio", "size/bound", ".4f"), ("seconds", "wall s", ".2f"),
@@ -567,6 +620,22 @@ def main(argv=None):
                  ("peer_ratio", "peer/bound", ".4f"), ("peer_s", "peer s", ".2f"),
                  ("auto_ratio", "auto/bound", ".4f"), ("auto_s", "auto s", ".2f"),
                  ("auto_size_ok", "auto<=peer size", ""), ("auto_time_ok", "auto<=peer time", "")])
+    if ladders:
+        print("\n== emel auto at each budget against the best peer: size/bound (wall s), "
+              "* = no larger and no slower ==")
+        shown = []
+        for v in ladders:
+            row = {"group": v["group"], "instance": v["instance"], "best_peer": v.get("best_peer"),
+                   "peer": None if "peer_ratio" not in v else f"{v['peer_ratio']:.4f} ({v['peer_s']:.2f})"}
+            for st in v["steps"]:
+                row[f"b{st['budget_ms']}"] = (f"{st['ratio']:.4f} ({st['seconds']:.2f})"
+                                             + (" *" if st["size_ok"] and st["time_ok"] else ""))
+            row["dominates_at"] = None if v.get("dominates_at") is None else f"{v['dominates_at']} ms"
+            shown.append(row)
+        budgets = sorted({st["budget_ms"] for v in ladders for st in v["steps"]})
+        print_table(shown, [("group", "group", ""), ("instance", "instance", ""), ("best_peer", "best peer", ""),
+                            ("peer", "peer", "")] + [(f"b{b}", f"auto@{b}ms", "") for b in budgets]
+                    + [("dominates_at", "smallest budget *", "")])
     sl = slopes(all_rows, ("emel greedy_by_size", "emel auto", "om greedy_by_size", "om best_fit"))
     if sl:
         print("\n== log-log slope of wall time against buffers (synthetic; 1.0 = linear) ==")
@@ -581,7 +650,7 @@ def main(argv=None):
     print("missing peers: " + (", ".join(f"{k} ({v})" for k, v in missing.items()) if missing else "none"))
     write_json("peers", {
         "settings": {"repeats": args.repeats, "budget_ms": args.budget_ms,
-                     "challenging_budget_ms": args.challenging_budget_ms,
+                     "challenging_budget_ms": args.challenging_budget_ms, "auto_budgets": args.auto_budgets,
                      "minimalloc_timeout_s": args.mm_timeout_s, "omnimalloc_timeout_s": args.om_timeout_s,
                      "optimal_max_buffers": args.optimal_max_buffers, "seed": args.seed,
                      "synthetic_sizes": sizes, "load_average": [load_start[0], load_end[0]], "omnimalloc": locals().get("om_version"),
@@ -589,7 +658,8 @@ def main(argv=None):
         "missing": missing,
         "instances": [{"group": i.group, "name": i.name, "buffers": len(i.size), "bound": i.bound,
                        "capacity": i.capacity, "source": i.source} for i in instances],
-        "results": all_rows, "verdicts": verdicts, "slopes": sl, "invalid": invalid}, args.out)
+        "results": all_rows, "verdicts": verdicts, "budget_ladders": ladders, "slopes": sl,
+        "invalid": invalid}, args.out)
     return 1 if invalid else 0
 
 

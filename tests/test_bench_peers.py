@@ -99,3 +99,37 @@ def test_emel_answer_checks_out():
     chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
     assert chk.valid and chk.max_end == p.size
     assert peers.lower_bound(lower, upper, size) == p.lower_bound
+
+
+def _row(contender, peer, size, seconds, valid=True):
+    return {"instance": "J", "group": "challenging", "contender": contender, "peer": peer, "size": size,
+            "ratio": size / 1000, "seconds": seconds, "valid": valid}
+
+
+def test_budget_ladder_finds_the_smallest_budget_no_larger_and_no_slower():
+    rows = [_row("minimalloc", "minimalloc", 1060, 0.8),
+            _row("om greedy_by_size", "omnimalloc", 1300, 0.01),
+            _row("om supermalloc", "omnimalloc", 1060, 5.0),   # as small, slower: not the best peer
+            _row("om broken", "omnimalloc", 900, 0.01, valid=False),  # invalid answers never count
+            _row("emel auto@250ms", "emel", 1070, 0.1),         # faster, larger
+            _row("emel auto@1000ms", "emel", 1060, 0.8),        # the first that is both (ties count)
+            _row("emel auto", "emel", 1050, 1.4)]               # smaller, slower
+    budgets = {"emel auto": 4000, "emel auto@250ms": 250, "emel auto@1000ms": 1000}
+    v = peers.budget_ladder(rows, budgets)
+    assert v["best_peer"] == "minimalloc" and v["peer_s"] == 0.8
+    assert [s["budget_ms"] for s in v["steps"]] == [250, 1000, 4000]
+    assert [(s["size_ok"], s["time_ok"]) for s in v["steps"]] == [(False, True), (True, True), (True, False)]
+    assert v["dominates_at"] == 1000
+    # No budget is both: none is named.
+    slow = [r if r["peer"] != "emel" else {**r, "seconds": r["seconds"] + 1} for r in rows]
+    assert peers.budget_ladder(slow, budgets)["dominates_at"] is None
+    # No valid peer answer: nothing to compare against.
+    alone = [r for r in rows if r["peer"] == "emel"]
+    assert "best_peer" not in peers.budget_ladder(alone, budgets)
+
+
+def test_auto_budgets_are_parsed_and_checked():
+    with pytest.raises(SystemExit):
+        peers.main(["--skip-peers", "--auto-budgets", "500,x", "--instances", "none"])
+    with pytest.raises(SystemExit):
+        peers.main(["--skip-peers", "--auto-budgets", "0"])
