@@ -247,23 +247,15 @@ class Contender:
 def emel_contenders(args) -> list[Contender]:
     import emel.memory as mm
 
-    def make(strategy, fit="best", searched=False):
+    def make(strategy, fit="best", searched=False, budget_ms=None):
         def run(inst, _):
             kw = {}
             if searched:
-                kw["time_budget_ms"] = main_budget(args, inst)
+                kw["time_budget_ms"] = budget_ms or main_budget(args, inst)
                 kw["capacity"] = inst.capacity
             if strategy == "optimal" and len(inst.size) > args.optimal_max_buffers:
                 return None, None, "skipped", {"why": f"over {args.optimal_max_buffers} buffers"}
             p = mm.place(inst.lower, inst.upper, inst.size, strategy=strategy, fit=fit, **kw)
-            return p.offsets, p.size, "ok", {"method": p.method, "optimal": p.optimal,
-                                             "emel_lower_bound": p.lower_bound, "work": p.work}
-        return run
-
-    def make_auto_at(budget_ms):
-        def run(inst, _):
-            p = mm.place(inst.lower, inst.upper, inst.size, strategy="auto", time_budget_ms=budget_ms,
-                         capacity=inst.capacity)
             return p.offsets, p.size, "ok", {"method": p.method, "optimal": p.optimal,
                                              "emel_lower_bound": p.lower_bound, "work": p.work}
         return run
@@ -273,7 +265,7 @@ def emel_contenders(args) -> list[Contender]:
             for s, f, searched in (("greedy_by_size", "best", False), ("greedy_by_size", "first", False),
                                    ("best_fit", "best", False), ("auto", "best", True),
                                    ("optimal", "best", True))] + \
-        [Contender(auto_at(b), "emel", lambda inst: None, make_auto_at(b)) for b in args.auto_budgets]
+        [Contender(auto_at(b), "emel", lambda inst: None, make("auto", "best", True, b)) for b in args.auto_budgets]
 
 
 def auto_at(budget_ms: int) -> str:
@@ -455,18 +447,27 @@ def run_instance(inst: Instance, contenders: list[Contender], repeats: int, rota
     return rows
 
 
+def valid_answers(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["size"] is not None and r["valid"]]
+
+
+def smallest(answers: list[dict]) -> dict | None:
+    """The smallest answer; ties: the faster."""
+    return min(answers, key=lambda r: (r["size"], r["seconds"]), default=None)
+
+
 def verdict(rows: list[dict]) -> dict:
     """Best contender, and emel auto against the best peer (valid answers only)."""
-    ok = [r for r in rows if r["size"] is not None and r["valid"]]
+    ok = valid_answers(rows)
     v = {"instance": rows[0]["instance"], "group": rows[0]["group"], "bound": rows[0]["bound"]}
     if not ok:
         return v
-    best = min(ok, key=lambda r: (r["size"], r["seconds"]))
+    best = smallest(ok)
     v.update(best=best["contender"], best_size=best["size"], best_ratio=best["ratio"])
     peers = [r for r in ok if r["peer"] != "emel"]
     auto = next((r for r in ok if r["contender"] == "emel auto"), None)
     if peers:
-        bp = min(peers, key=lambda r: (r["size"], r["seconds"]))
+        bp = smallest(peers)
         v.update(best_peer=bp["contender"], peer_size=bp["size"], peer_ratio=bp["ratio"],
                  peer_s=bp["seconds"])
     if auto:
@@ -482,12 +483,11 @@ def budget_ladder(rows: list[dict], budgets: dict[str, int]) -> dict:
     against the peer answer that is smallest (ties: faster): whether auto's
     answer is no larger and came in no more wall time, and the smallest budget
     at which it is both ("dominates_at", None when no budget is)."""
-    ok = [r for r in rows if r["size"] is not None and r["valid"]]
+    ok = valid_answers(rows)
     v = {"instance": rows[0]["instance"], "group": rows[0]["group"], "steps": []}
-    peers = [r for r in ok if r["peer"] != "emel"]
-    if not peers:
+    bp = smallest([r for r in ok if r["peer"] != "emel"])
+    if bp is None:
         return v
-    bp = min(peers, key=lambda r: (r["size"], r["seconds"]))
     v.update(best_peer=bp["contender"], peer_ratio=bp["ratio"], peer_s=bp["seconds"], dominates_at=None)
     for r in sorted((r for r in ok if r["contender"] in budgets), key=lambda r: budgets[r["contender"]]):
         step = {"budget_ms": budgets[r["contender"]], "ratio": r["ratio"], "seconds": r["seconds"],
@@ -549,13 +549,13 @@ def main(argv=None):
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     args.mm_timeout_s = args.peer_timeout_s if args.peer_timeout_s is not None else 120.0
+    args.om_timeout_s = args.peer_timeout_s if args.peer_timeout_s is not None else 60.0
     try:
         args.auto_budgets = sorted({int(b) for b in args.auto_budgets.split(",") if b.strip()})
     except ValueError:
         ap.error(f"--auto-budgets takes budgets in ms separated by commas, not {args.auto_budgets!r}")
     if any(b <= 0 for b in args.auto_budgets):
         ap.error("--auto-budgets must be positive")
-    args.om_timeout_s = args.peer_timeout_s if args.peer_timeout_s is not None else 60.0
 
     groups = [g for g in args.only.split(",") if g]
     bad = set(groups) - set(GROUPS)
