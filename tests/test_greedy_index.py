@@ -55,6 +55,17 @@ def greedy_spec(lower, upper, size, alignment=1, fit="best"):
     return offset
 
 
+def peak_spec(lower, upper, size):
+    """The peak of live bytes: a sweep over every start and end, ends first
+    at one instant (half-open intervals), never-live rows left out."""
+    lower, upper, size = (np.asarray(v, np.int64) for v in (lower, upper, size))
+    live = lower < upper
+    times = np.concatenate([lower[live], upper[live]])
+    change = np.concatenate([size[live], -size[live]])
+    by_time = np.lexsort((change, times))
+    return int(np.cumsum(change[by_time]).max(initial=0))
+
+
 def lopsided(n, seed):
     """A trace that strains the index: most rows short and packed near time 0,
     a few living almost the whole trace, a cluster far out (2^40), never-live
@@ -89,6 +100,8 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
     want = greedy_spec(lower, upper, size, alignment, fit)
     assert np.array_equal(np.asarray(got.offsets, np.int64), want)
     assert got.size == int((want + -(-np.asarray(size) // alignment) * alignment).max())
+    # Times packed (uniform: a table of changes) or spread to 2^40 (lopsided: a sort).
+    assert got.lower_bound == peak_spec(lower, upper, -(-np.asarray(size) // alignment) * alignment)
 
 
 # What the scripts below share: `record` keeps a placement's offsets (by
@@ -119,6 +132,11 @@ for fam in ("uniform", "transformer"):
     for strategy, fit in (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("auto", "best")):
         r = mm.place(lower, upper, size, strategy, fit=fit, time_budget_ms=50)
         record(f"{{fam}} {{strategy}} {{fit}}", r, verdicts=False)
+# A budget that reaches auto's later passes, which are given up once they
+# cannot win: one thread must give up where the batches of two would, or
+# the work charged (and so every later budget choice) depends on the cores.
+lower, upper, size = st.generate("uniform", 40000, 2)
+record("uniform auto 1000", mm.place(lower, upper, size, "auto", time_budget_ms=1000), verdicts=False)
 # The exact search races its three preorders on a thread each past 64 buffers
 # (D: many decisions cut by the budget, searches cancelled by a faster one).
 for name in ("D", "G", "H", "K"):
@@ -136,7 +154,7 @@ def test_thread_count_changes_nothing():
     use threads; offsets, size, work and verdicts must not depend on how many."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 12
+    assert len(results[0]) == 6 + 1 + 12
 
 
 _RACE = """

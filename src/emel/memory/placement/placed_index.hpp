@@ -35,7 +35,6 @@ class PlacedIndex {
     explicit PlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
         // Live buffers by (length class, lower), sorted as contiguous records.
-        struct Key { uint64_t lower; uint32_t length_class, x; };
         std::vector<Key> keys;
         keys.reserve(n);
         for (uint32_t x = 0; x < n; ++x) {
@@ -44,9 +43,7 @@ class PlacedIndex {
             const uint32_t c = length <= 1 ? 0u : static_cast<uint32_t>(64 - __builtin_clzll(length - 1));
             keys.push_back(Key{b.lower[x], c, x});
         }
-        std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
-            return p.length_class != q.length_class ? p.length_class < q.length_class : p.lower < q.lower;
-        });
+        sort_by_class_and_lower(keys);
         position_.assign(n, kNotLive);
         row_.resize(keys.size());
         placed_.assign((keys.size() + 63) / 64, 0);
@@ -71,6 +68,38 @@ class PlacedIndex {
         placed_[k / 64] |= uint64_t{1} << (k % 64);
     }
 
+    // A pass over a million buffers waits on scattered reads more than on
+    // anything else, so each query's first reads are started a few queries
+    // ahead, in the order they depend on each other: the buffer's times,
+    // then each class's bucket entries around them, then each class's run
+    // (its first kPrefetchRows rows: enough for the runs of random traces,
+    // few next to the dense runs that stay in cache anyway).
+    void prefetch_times(uint32_t x) const {
+        __builtin_prefetch(&b_.lower[x]);
+        __builtin_prefetch(&b_.upper[x]);
+        __builtin_prefetch(&b_.size[x]);
+        __builtin_prefetch(&b_.alignment[x]);
+    }
+    void prefetch_buckets(uint32_t x) const {
+        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
+        if (lo >= hi) return;
+        for (const Class& cls : classes_) {
+            if (const uint32_t* entry = bucket_entry(cls, earliest_lower(cls, lo))) __builtin_prefetch(entry);
+            if (const uint32_t* entry = bucket_entry(cls, hi)) __builtin_prefetch(entry);
+        }
+    }
+    void prefetch_rows(uint32_t x) const {
+        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
+        if (lo >= hi) return;
+        for (const Class& cls : classes_) {
+            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
+            const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
+            if (from >= to) continue;
+            for (size_t k = from; k < to; k += 64 / sizeof(Row)) __builtin_prefetch(&row_[k]);
+            __builtin_prefetch(&placed_[from / 64]);
+        }
+    }
+
     // A query's runs of sorted positions, one per class; each querying thread
     // has its own.
     using Runs = std::vector<std::pair<size_t, size_t>>;
@@ -84,8 +113,7 @@ class PlacedIndex {
         size_t most = 0;
         for (size_t c = 0; c < classes_.size(); ++c) {
             const Class& cls = classes_[c];
-            const uint64_t from_lower = lo >= cls.longest ? lo - cls.longest + 1 : 0;
-            run[c] = {bucket_start(cls, from_lower, false), bucket_start(cls, hi, true)};
+            run[c] = {bucket_start(cls, earliest_lower(cls, lo), false), bucket_start(cls, hi, true)};
             if (run[c].first < run[c].second) {
                 __builtin_prefetch(&row_[run[c].first]);
                 most += run[c].second - run[c].first;
@@ -117,6 +145,7 @@ class PlacedIndex {
     static constexpr uint32_t kNotLive = UINT32_MAX;
     static constexpr size_t kRowsPerBucket = 2;
     static constexpr size_t kCrowded = 16;  // rows in a bucket worth a search
+    static constexpr size_t kPrefetchRows = 128;
     struct Row { uint64_t lower, upper; Span span; };  // span: once placed
     struct Class {
         unsigned length_class;
@@ -129,6 +158,38 @@ class PlacedIndex {
         uint64_t buckets;
         size_t buckets_begin;
     };
+
+    struct Key { uint64_t lower; uint32_t length_class, x; };
+
+    // Keys by (length class, lower); the order among equal keys is free (a
+    // query's spans are sorted by offset). Lowers no more spread out than the
+    // keys (a graph's steps, most traces) are sorted by counting, in linear
+    // time (10^6 buffers: 0.02 s against 0.11 s for std::sort).
+    static void sort_by_class_and_lower(std::vector<Key>& keys) {
+        uint64_t first = UINT64_MAX, last = 0;
+        uint32_t classes = 0;
+        for (const Key& k : keys) {
+            first = std::min(first, k.lower);
+            last = std::max(last, k.lower);
+            classes = std::max(classes, k.length_class + 1);
+        }
+        if (keys.size() < 2 || last - first > 2 * static_cast<uint64_t>(keys.size())) {
+            std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
+                return p.length_class != q.length_class ? p.length_class < q.length_class : p.lower < q.lower;
+            });
+            return;
+        }
+        // By lower, then (stable) by class.
+        std::vector<uint32_t> start(last - first + 2, 0);
+        for (const Key& k : keys) ++start[k.lower - first + 1];
+        for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+        std::vector<Key> by_lower(keys.size());
+        for (const Key& k : keys) by_lower[start[k.lower - first]++] = k;
+        std::vector<size_t> class_start(classes + 1, 0);
+        for (const Key& k : by_lower) ++class_start[k.length_class + 1];
+        for (size_t c = 1; c <= classes; ++c) class_start[c] += class_start[c - 1];
+        for (const Key& k : by_lower) keys[class_start[k.length_class]++] = k;
+    }
 
     void build_buckets(Class& cls) {
         const size_t rows = cls.end - cls.begin;
@@ -148,14 +209,26 @@ class PlacedIndex {
         bucket_.push_back(static_cast<uint32_t>(cls.end));
     }
 
+    // The lowest `lower` a row of `cls` live after `lo` can have.
+    static uint64_t earliest_lower(const Class& cls, uint64_t lo) {
+        return lo >= cls.longest ? lo - cls.longest + 1 : 0;
+    }
+
+    // The bucket table entry of `cls` for time t; null before its first
+    // bucket or past its last.
+    const uint32_t* bucket_entry(const Class& cls, uint64_t t) const {
+        if (t <= cls.first_lower) return nullptr;
+        const uint64_t i = (t - cls.first_lower) >> cls.shift;
+        return i < cls.buckets ? &bucket_[cls.buckets_begin + i] : nullptr;
+    }
+
     // A sorted position of `cls` at or before the first row whose lower is
     // >= t (`past`: at or after it), within a bucket's rows. Lopsided time
     // values can crowd a bucket, which is then searched exactly.
     size_t bucket_start(const Class& cls, uint64_t t, bool past) const {
         if (t <= cls.first_lower) return cls.begin;
-        const uint64_t i = (t - cls.first_lower) >> cls.shift;
-        if (i >= cls.buckets) return cls.end;
-        const uint32_t* bucket = &bucket_[cls.buckets_begin + i];
+        const uint32_t* bucket = bucket_entry(cls, t);
+        if (!bucket) return cls.end;
         const size_t from = bucket[0], to = bucket[1];
         if (to - from <= kCrowded) return past ? to : from;
         const auto first = row_.begin() + static_cast<std::ptrdiff_t>(from);
