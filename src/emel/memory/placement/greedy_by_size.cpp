@@ -144,10 +144,7 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
             const size_t step = pool.size();
             for (size_t e = t; e < early.size(); e += step) {
                 const uint32_t i = early[e];
-                // Reading ahead of the gap it finds (PlacedIndex::prefetch_*).
-                if (e + 3 * step < early.size()) index.prefetch_times(batch[early[e + 3 * step]]);
-                if (e + 2 * step < early.size()) index.prefetch_buckets(batch[early[e + 2 * step]]);
-                if (e + step < early.size()) index.prefetch_rows(batch[early[e + step]]);
+                index.read_ahead([&](size_t k) { return batch[early[e + k * step]]; }, (early.size() - 1 - e) / step);
                 early_work[i] = 0;
                 overflow[i] = 0;
                 try {
@@ -204,9 +201,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     GapFinder gaps(b);
     for (size_t i = 0; i < order.size(); ++i) {
         const uint32_t x = order[i];
-        if (i + 3 < order.size()) index.prefetch_times(order[i + 3]);
-        if (i + 2 < order.size()) index.prefetch_buckets(order[i + 2]);
-        if (i + 1 < order.size()) index.prefetch_rows(order[i + 1]);
+        index.read_ahead([&](size_t k) { return order[i + k]; }, order.size() - 1 - i);
         place_at(b, x, gaps.find(index, out.offset, placed, x, fit, out.work), out, placed, index);
         if (((i + 1) % check_every == 0 || i + 1 == order.size()) && out.end > give_up_above) {
             out.abandoned = true;
@@ -231,7 +226,7 @@ uint64_t buffers_lower_bound(const Buffers& b) {
     // the live bytes at each time from a table of changes, in linear time
     // (10^6 rows: 0.16 s for the sort below). The sum wraps harmlessly: every
     // true value lies in [0, total], and total fits.
-    if (total_fits && last - first <= 2 * static_cast<uint64_t>(n)) {
+    if (total_fits && times_fit_a_table(last - first, n)) {
         std::vector<uint64_t> change(last - first + 1, 0);
         for (size_t x = 0; x < n; ++x) {
             if (b.lower[x] >= b.upper[x]) continue;

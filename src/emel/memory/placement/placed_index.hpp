@@ -70,34 +70,14 @@ class PlacedIndex {
 
     // A pass over a million buffers waits on scattered reads more than on
     // anything else, so each query's first reads are started a few queries
-    // ahead, in the order they depend on each other: the buffer's times,
-    // then each class's bucket entries around them, then each class's run
-    // (its first kPrefetchRows rows: enough for the runs of random traces,
-    // few next to the dense runs that stay in cache anyway).
-    void prefetch_times(uint32_t x) const {
-        __builtin_prefetch(&b_.lower[x]);
-        __builtin_prefetch(&b_.upper[x]);
-        __builtin_prefetch(&b_.size[x]);
-        __builtin_prefetch(&b_.alignment[x]);
-    }
-    void prefetch_buckets(uint32_t x) const {
-        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
-        if (lo >= hi) return;
-        for (const Class& cls : classes_) {
-            if (const uint32_t* entry = bucket_entry(cls, earliest_lower(cls, lo))) __builtin_prefetch(entry);
-            if (const uint32_t* entry = bucket_entry(cls, hi)) __builtin_prefetch(entry);
-        }
-    }
-    void prefetch_rows(uint32_t x) const {
-        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
-        if (lo >= hi) return;
-        for (const Class& cls : classes_) {
-            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
-            const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
-            if (from >= to) continue;
-            for (size_t k = from; k < to; k += 64 / sizeof(Row)) __builtin_prefetch(&row_[k]);
-            __builtin_prefetch(&placed_[from / 64]);
-        }
+    // ahead, in the order they depend on each other (prefetch_* below).
+    // `ahead(k)` is the buffer queried k queries after this one; `left` how
+    // many queries there are after it.
+    template <class Ahead>
+    void read_ahead(Ahead ahead, size_t left) const {
+        if (left >= 3) prefetch_times(ahead(3));
+        if (left >= 2) prefetch_buckets(ahead(2));
+        if (left >= 1) prefetch_rows(ahead(1));
     }
 
     // A query's runs of sorted positions, one per class; each querying thread
@@ -173,7 +153,7 @@ class PlacedIndex {
             last = std::max(last, k.lower);
             classes = std::max(classes, k.length_class + 1);
         }
-        if (keys.size() < 2 || last - first > 2 * static_cast<uint64_t>(keys.size())) {
+        if (keys.size() < 2 || !times_fit_a_table(last - first, keys.size())) {
             std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
                 return p.length_class != q.length_class ? p.length_class < q.length_class : p.lower < q.lower;
             });
@@ -207,6 +187,36 @@ class PlacedIndex {
             bucket_.push_back(static_cast<uint32_t>(k));
         }
         bucket_.push_back(static_cast<uint32_t>(cls.end));
+    }
+
+    // read_ahead()'s three steps: the buffer's times, then each class's
+    // bucket entries around them, then each class's run (its first
+    // kPrefetchRows rows: enough for the runs of random traces, few next to
+    // the dense runs that stay in cache anyway).
+    void prefetch_times(uint32_t x) const {
+        __builtin_prefetch(&b_.lower[x]);
+        __builtin_prefetch(&b_.upper[x]);
+        __builtin_prefetch(&b_.size[x]);
+        __builtin_prefetch(&b_.alignment[x]);
+    }
+    void prefetch_buckets(uint32_t x) const {
+        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
+        if (lo >= hi) return;
+        for (const Class& cls : classes_) {
+            if (const uint32_t* entry = bucket_entry(cls, earliest_lower(cls, lo))) __builtin_prefetch(entry);
+            if (const uint32_t* entry = bucket_entry(cls, hi)) __builtin_prefetch(entry);
+        }
+    }
+    void prefetch_rows(uint32_t x) const {
+        const uint64_t lo = b_.lower[x], hi = b_.upper[x];
+        if (lo >= hi) return;
+        for (const Class& cls : classes_) {
+            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
+            const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
+            if (from >= to) continue;
+            for (size_t k = from; k < to; k += 64 / sizeof(Row)) __builtin_prefetch(&row_[k]);
+            __builtin_prefetch(&placed_[from / 64]);
+        }
     }
 
     // The lowest `lower` a row of `cls` live after `lo` can have.

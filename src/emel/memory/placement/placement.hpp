@@ -133,4 +133,9 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
 // can end below it.
 uint64_t buffers_lower_bound(const Buffers& b);
 
+// Times spread over no more instants than twice the rows (a graph's steps,
+// most traces) are cheaper to sort or sweep by counting, with a table as
+// long as the spread, than by comparison.
+inline bool times_fit_a_table(uint64_t spread, size_t rows) { return spread <= 2 * static_cast<uint64_t>(rows); }
+
 }  // namespace emel::memory
