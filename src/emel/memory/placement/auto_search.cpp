@@ -10,8 +10,8 @@ namespace emel::memory {
 
 namespace {
 
-// auto runs the exact search on instances of up to this many buffers.
-constexpr size_t kExactSearchUpTo = 2000;
+// Peak windows are tried on instances of more than this many buffers.
+constexpr size_t kPeakWindowsFrom = 2000;
 // A peak window's search costs at most this many greedy passes.
 constexpr uint64_t kWindowSearchPasses = 4;
 
@@ -97,7 +97,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::optional<PeakWindows> windows;  // the sweep, made for the first window
     size_t last_window = 0;              // buffers in the last window tried
     auto try_peak_window = [&](size_t max_buffers) {
-        if (b.count() <= kExactSearchUpTo || !worth_a_pass()) return;
+        if (b.count() <= kPeakWindowsFrom || !worth_a_pass()) return;
         if (!windows) windows.emplace(b);
         const PeakWindow w = windows->around_peak(max_buffers);
         work += kGreedyUnitsPerStep * 4 * b.count();  // the sweep's share and the window's counts
@@ -150,10 +150,10 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     try_peak_window(4096);
 
     // Small instances: an exact search with the remaining budget.
-    if (best.end > bound && b.count() <= kExactSearchUpTo && work < work_budget) {
+    if (best.end > bound && b.count() <= kSearchUpTo && work < work_budget) {
         // Most of what is left: on small instances the exact search is what
         // closes gaps, and the local search below keeps the rest.
-        Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0);
+        Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0, &best);
         work += p.work;
         if (p.end < best.end) {
             best = std::move(p);

@@ -418,8 +418,12 @@ class PreorderRace {
 
     explicit PreorderRace(const CanonicalInstance& instance) : instance_(instance) {
         for (int h = 0; h < kSearches; ++h) searches_.emplace_back(instance);
+        // The search recurses once per buffer placed (a few hundred bytes a
+        // level, more under sanitizers): deep ones run on stacks of their own.
+        if (instance.active.size() > kCallerStackLevels)
+            stack_bytes_ = kStackBase + kStackPerLevel * instance.active.size();
         if (instance.active.size() >= search_threads_from()) {
-            pool_ = std::make_unique<WorkerPool>(kSearches);
+            pool_ = std::make_unique<WorkerPool>(kSearches, stack_bytes_);
             if (pool_->size() < static_cast<unsigned>(kSearches)) pool_.reset();  // no threads: take turns below
             permits_ = std::min<unsigned>(placement_threads(), kSearches);
         }
@@ -427,6 +431,18 @@ class PreorderRace {
 
     // Each search may do `budget / kSearches` units; `work` gets what was charged.
     Outcome solve(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work) {
+        if (stack_bytes_ == 0) return solve_here(capacity, budget, offsets, work);
+        Outcome r = Outcome::OutOfBudget;
+        if (run_on_stack(stack_bytes_, [&] { r = solve_here(capacity, budget, offsets, work); })) return r;
+        work = budget;  // no thread with a deep enough stack: given up, as if cut by the budget
+        return Outcome::OutOfBudget;
+    }
+
+  private:
+    static constexpr size_t kCallerStackLevels = 1000;
+    static constexpr size_t kStackBase = size_t{1} << 20, kStackPerLevel = 4096;
+
+    Outcome solve_here(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work) {
         offsets.assign(instance_.n, 0);
         work = 0;
         if (instance_.active.empty()) return Outcome::Found;
@@ -493,7 +509,6 @@ class PreorderRace {
         return outcome[winner];
     }
 
-  private:
     // The first round's limit when the searches take turns by restarting.
     static constexpr uint64_t kFirstLimit = uint64_t{1} << 14;
 
@@ -501,17 +516,49 @@ class PreorderRace {
     std::vector<CanonicalSearch> searches_;
     std::unique_ptr<WorkerPool> pool_;
     unsigned permits_ = 1;
+    size_t stack_bytes_ = 0;  // 0: the searches run on the caller's stack
 };
+
+// Pairs of the searched buffers (live, holding bytes) live together, each
+// pair once: a sweep, not n^2.
+uint64_t conflict_pairs(const Buffers& b) {
+    std::vector<uint64_t> starts, ends;
+    for (size_t x = 0; x < b.count(); ++x)
+        if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
+            starts.push_back(b.lower[x]);
+            ends.push_back(b.upper[x]);
+        }
+    std::sort(starts.begin(), starts.end());
+    std::sort(ends.begin(), ends.end());
+    // A buffer meets every buffer started before it that has not ended by its start.
+    uint64_t pairs = 0;
+    for (size_t i = 0, e = 0; i < starts.size(); ++i) {
+        while (e < ends.size() && ends[e] <= starts[i]) ++e;
+        pairs += i - std::min(i, e);
+    }
+    return pairs;
+}
+
+uint64_t descent_estimate(const CanonicalInstance& in) {
+    const uint64_t n = in.active.size();
+    return PreorderRace::kSearches * n * (4 * n + in.sections);
+}
 
 }  // namespace
 
-Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target) {
-    // The best quick heuristic: an upper bound and the fallback.
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent) {
+    // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
     Placement best = place_greedy(b, order_by_size(b), Fit::Best);
     uint64_t work = best.work;
+    if (incumbent && incumbent->end < best.end) {
+        best.offset = incumbent->offset;
+        best.end = incumbent->end;
+        best.method = incumbent->method;
+    }
     uint64_t lo = buffers_lower_bound(b), hi = best.end;  // the optimum lies in [lo, hi]
-    // The search recurses once per buffer placed: keep its depth modest.
-    if (b.count() > 5000 || hi <= lo) {
+    // The instance's conflict lists take memory, and building them time, in
+    // the square of the buffers: larger instances are not searched.
+    if (b.count() > kSearchUpTo || conflict_pairs(b) > kSearchMaxConflicts || hi <= lo) {
         best.optimal = hi <= lo;
         best.lower_bound = lo;
         if (!best.optimal) best.method = "greedy_by_size (too many buffers to search)";
@@ -519,20 +566,36 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         return best;
     }
     const CanonicalInstance instance(b);
+    work += b.count() * (b.count() - 1) / 2;  // its pairwise conflict test
     PreorderRace race(instance);
     std::vector<uint64_t> offsets;
-    uint64_t tried_high = 0;
-    // The lower bound first (tight instances are often posed there), then bisection.
+    // The lower bound first (tight instances are often posed there), or the
+    // caller's target, with most of the budget: the attempt that settles
+    // these instances.
     uint64_t capacity = target != 0 && target < hi ? std::max(target, lo) : lo;
+    // Then sweeps of bisection between the bound and the best found, each
+    // attempt with a fixed share: an attempt cut by its share moves the sweep
+    // up, a placement found moves the best down, and a sweep that meets the
+    // best starts again from the bound with twice the share. Whether a
+    // capacity is settled quickly varies a lot from one capacity to the next
+    // (challenging J: 1,044,480 in 13M units, 1,048,064 not in 450M), so
+    // many cheap attempts at spread capacities beat few costly ones. The
+    // first share is two descents (each of the search's n nodes sorts the
+    // partition and checks its sections: 4n + sections), below which an
+    // attempt on a large instance can only fail.
+    const uint64_t descent = 2 * descent_estimate(instance);
+    uint64_t share = std::max<uint64_t>(descent, uint64_t{1} << 20);
+    uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;
     while (lo < hi && capacity < hi && work < work_budget) {
-        // The first attempt gets half the budget (three quarters when it is the
-        // caller's target capacity); later ones a third of what is left.
         const uint64_t left = work_budget - work;
-        const uint64_t share = first ? (target ? left / 4 * 3 : left / 2) : left / 3;
-        first = false;
+        uint64_t asked = std::min(left, share);
+        if (first) {  // untargeted, the bound keeps room for two descents after it
+            asked = target ? left / 4 * 3 : std::max(left / 8, left / 2 - std::min(left / 2, descent));
+            first = false;
+        }
         uint64_t spent = 0;
-        const Outcome r = race.solve(capacity, std::max<uint64_t>(share, 1), offsets, spent);
+        const Outcome r = race.solve(capacity, std::max<uint64_t>(asked, 1), offsets, spent);
         work += spent;
         if (r == Outcome::Found) {
             uint64_t end = 0;
@@ -548,11 +611,16 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target)
         } else if (r == Outcome::Infeasible) {
             lo = capacity + 1;
         } else {
-            tried_high = std::max(tried_high, capacity + 1);  // unknown below capacity + 1
+            tried_high = std::max(tried_high, capacity + 1);
         }
-        // Next: halfway between what is proven (or was given up on) and the best found.
-        const uint64_t from = std::max(lo, tried_high);
-        if (from >= hi) break;
+        uint64_t from = std::max(lo, tried_high);
+        // A sweep ends within 1/32 of the gap below the best (what is left
+        // there is crumbs): again from the bound, with twice the share.
+        if (from >= hi || hi - from < (hi - lo) / 32) {
+            tried_high = 0;
+            share = std::min(share * 2, work_budget);
+            from = lo;
+        }
         capacity = from + (hi - from) / 2;
     }
     best.lower_bound = lo;

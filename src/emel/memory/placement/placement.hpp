@@ -79,8 +79,13 @@ Placement place_slots(const Buffers& b);
 // §4: portfolio + bounded search (auto_search.cpp).
 Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
 // §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
-// (0: start at the lower bound).
-Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+// (0: start at the lower bound); `incumbent`: a placement to beat. Instances of
+// more than kSearchUpTo buffers, or more than kSearchMaxConflicts pairs live
+// together (the search's memory), get the greedy answer unsearched.
+constexpr size_t kSearchUpTo = 16384;
+constexpr uint64_t kSearchMaxConflicts = 30000000;
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
+                        const Placement* incumbent = nullptr);
 
 // §4: the buffers live around the peak of live bytes, over the widest window
 // of instants [from, to) around the peak instant in which at most

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <memory>
 #include <string>
-#include <system_error>
 
 namespace emel::memory {
 
@@ -25,13 +25,49 @@ unsigned placement_threads() {
     return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
 }
 
-WorkerPool::WorkerPool(unsigned threads) {
-    for (unsigned t = 1; t < threads; ++t) {
+namespace {
+
+// Starts fn on a new thread (with `stack_bytes` of stack unless 0); the
+// thread owns fn. False when the system refuses it.
+bool start_thread(size_t stack_bytes, std::function<void()>* fn, pthread_t& thread) {
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return false;
+    bool ok = stack_bytes == 0 || pthread_attr_setstacksize(&attr, stack_bytes) == 0;
+    auto body = [](void* arg) -> void* {
+        std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(arg));
+        (*owned)();
+        return nullptr;
+    };
+    ok = ok && pthread_create(&thread, &attr, body, fn) == 0;
+    pthread_attr_destroy(&attr);
+    if (!ok) delete fn;
+    return ok;
+}
+
+}  // namespace
+
+bool run_on_stack(size_t stack_bytes, const std::function<void()>& fn) {
+    std::exception_ptr error;
+    pthread_t thread;
+    auto* body = new std::function<void()>([&] {
         try {
-            workers_.emplace_back([this, t] { serve(t); });
-        } catch (const std::system_error&) {
-            break;  // e.g. a process limit on threads: carry on with fewer
+            fn();
+        } catch (...) {
+            error = std::current_exception();
         }
+    });
+    if (!start_thread(stack_bytes, body, thread)) return false;
+    pthread_join(thread, nullptr);
+    if (error) std::rethrow_exception(error);
+    return true;
+}
+
+WorkerPool::WorkerPool(unsigned threads, size_t stack_bytes) {
+    for (unsigned t = 1; t < threads; ++t) {
+        pthread_t thread;
+        // A refused thread (e.g. a process limit on threads): carry on with fewer.
+        if (!start_thread(stack_bytes, new std::function<void()>([this, t] { serve(t); }), thread)) break;
+        workers_.push_back(thread);
     }
 }
 
@@ -41,7 +77,7 @@ WorkerPool::~WorkerPool() {
         stop_ = true;
     }
     start_.notify_all();
-    for (std::thread& w : workers_) w.join();
+    for (pthread_t w : workers_) pthread_join(w, nullptr);
 }
 
 void WorkerPool::serve(unsigned t) {

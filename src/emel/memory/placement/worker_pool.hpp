@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -22,11 +23,17 @@ std::optional<uint64_t> env_count(const char* name, uint64_t lo, uint64_t hi);
 // machine's hardware threads, at most 8.
 unsigned placement_threads();
 
+// Runs fn() on a new thread with a stack of `stack_bytes` and waits for it,
+// rethrowing what it raised; false (fn not run) when the system refuses the
+// thread. For recursions deeper than a caller's stack may allow.
+bool run_on_stack(size_t stack_bytes, const std::function<void()>& fn);
+
 class WorkerPool {
   public:
     // `threads` counts the caller. Threads the system refuses to start are
     // done without: the pool may be smaller than asked, never broken.
-    explicit WorkerPool(unsigned threads);
+    // `stack_bytes` (0: the system's default) sizes each worker's stack.
+    explicit WorkerPool(unsigned threads, size_t stack_bytes = 0);
     ~WorkerPool();
     WorkerPool(const WorkerPool&) = delete;
     WorkerPool& operator=(const WorkerPool&) = delete;
@@ -38,7 +45,7 @@ class WorkerPool {
 
   private:
     void serve(unsigned t);
-    std::vector<std::thread> workers_;
+    std::vector<pthread_t> workers_;
     std::mutex mutex_;
     std::condition_variable start_, done_;
     const std::function<void(unsigned)>* job_ = nullptr;
