@@ -532,9 +532,9 @@ def main(argv=None):
     ap.add_argument("--auto-budgets", default="",
                     help="emel auto at these budgets too (ms, e.g. 500,1000,2000), in a table of the "
                          "smallest budget at which auto is no larger and no slower than the best peer")
-    ap.add_argument("--optimal-max-buffers", type=int, default=5000,
+    ap.add_argument("--optimal-max-buffers", type=int, default=16384,
                     help="run emel optimal on instances up to this size (strategies.md §5 does not "
-                         "search above 5,000 buffers)")
+                         "search above 16,384 buffers)")
     ap.add_argument("--peer-timeout-s", type=float, default=None,
                     help="time limit of every peer search (default: 120 minimalloc, 60 omnimalloc "
                          "supermalloc/annealing)")
