@@ -90,3 +90,18 @@ def test_search_refuses_instances_too_large_for_its_memory():
     p = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=100)
     assert p.method == "greedy_by_size (too many buffers to search)"
     assert (p.size, p.optimal, p.lower_bound) == (43_000, False, 39_000)
+
+
+def test_search_not_built_when_the_budget_cannot_pay_for_it():
+    # Building the search's instance for 12,000 random buffers is charged
+    # (a sort and twice the conflict pairs, some 2.5M units): a 1 ms budget
+    # (900,000 units) does not start it, and says so; `auto` at its default
+    # budget does not start it either (a descent alone would cost billions).
+    lower, upper, size = synthetic_traces.generate("uniform", 12_000, 1)
+    p = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=1)
+    assert p.method == "greedy_by_size (budget too small to search)"
+    g = mm.place(lower, upper, size, strategy="greedy_by_size")
+    assert p.size == g.size and not p.optimal
+    a = mm.place(lower, upper, size, strategy="auto")
+    assert a.method != "optimal_search"
+    assert a.work <= 200 * 900_000 + 3 * g.work  # the budget, plus one first pass and its sort

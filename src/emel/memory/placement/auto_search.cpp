@@ -149,11 +149,15 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     try_peak_window(2048);
     try_peak_window(4096);
 
-    // Small instances: an exact search with the remaining budget.
-    if (best.end > bound && b.count() <= kSearchUpTo && work < work_budget) {
-        // Most of what is left: on small instances the exact search is what
-        // closes gaps, and the local search below keeps the rest.
-        Placement p = place_optimal(b, (work_budget - work) / 4 * 3, 0, &best);
+    // Small instances, and larger ones whose budget holds building the
+    // search's instance and a descent: an exact search with most of what is
+    // left (on these it is what closes gaps; the local search below keeps
+    // the rest).
+    const uint64_t search_budget = work < work_budget ? (work_budget - work) / 4 * 3 : 0;
+    const bool search_fits = b.count() <= kPeakWindowsFrom ||
+                             (b.count() <= kSearchUpTo && search_build_cost(b) + search_descent_cost(b) <= search_budget);
+    if (best.end > bound && search_fits && search_budget > 0) {
+        Placement p = place_optimal(b, search_budget, 0, &best);
         work += p.work;
         if (p.end < best.end) {
             best = std::move(p);

@@ -106,15 +106,19 @@ struct CanonicalInstance {
             to[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b_.upper[x]) - ends.begin()) + 1;
             for (uint32_t s = from[x]; s < to[x]; ++s) in_section[s].push_back(x);
         }
+        // Conflicts by a sweep in start order (each pair once: a buffer meets
+        // the later-starting ones that start before it ends), each list then
+        // in buffer order: O(n log n + pairs), not n^2.
         conflicts.resize(n);
-        for (size_t i = 0; i < active.size(); ++i)
-            for (size_t j = i + 1; j < active.size(); ++j) {
-                const uint32_t x = active[i], y = active[j];
-                if (b_.live_together(x, y)) {
-                    conflicts[x].push_back(y);
-                    conflicts[y].push_back(x);
-                }
+        std::vector<uint32_t> by_start = active;
+        std::stable_sort(by_start.begin(), by_start.end(),
+                         [&](uint32_t x, uint32_t y) { return b_.lower[x] < b_.lower[y]; });
+        for (size_t i = 0; i < by_start.size(); ++i)
+            for (size_t j = i + 1; j < by_start.size() && b_.lower[by_start[j]] < b_.upper[by_start[i]]; ++j) {
+                conflicts[by_start[i]].push_back(by_start[j]);
+                conflicts[by_start[j]].push_back(by_start[i]);
             }
+        for (uint32_t x : active) std::sort(conflicts[x].begin(), conflicts[x].end());
         if (b_.has_partners())
             for (uint32_t x : active)
                 for (uint32_t y : b_.partners[x])
@@ -539,12 +543,27 @@ uint64_t conflict_pairs(const Buffers& b) {
     return pairs;
 }
 
-uint64_t descent_estimate(const CanonicalInstance& in) {
-    const uint64_t n = in.active.size();
-    return PreorderRace::kSearches * n * (4 * n + in.sections);
-}
 
 }  // namespace
+
+uint64_t search_build_cost(const Buffers& b) {
+    return b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1))) + 2 * conflict_pairs(b);
+}
+
+uint64_t search_descent_cost(const Buffers& b) {
+    // Each of the race's searches places every searched buffer once; each
+    // node sorts its partition's buffers and checks its sections: 4n + sections.
+    uint64_t n = 0;
+    std::vector<uint64_t> ends;
+    for (size_t x = 0; x < b.count(); ++x)
+        if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
+            ++n;
+            ends.push_back(b.upper[x]);
+        }
+    std::sort(ends.begin(), ends.end());
+    const uint64_t sections = static_cast<uint64_t>(std::unique(ends.begin(), ends.end()) - ends.begin());
+    return 3 * n * (4 * n + sections);
+}
 
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent) {
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
@@ -558,15 +577,20 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t lo = buffers_lower_bound(b), hi = best.end;  // the optimum lies in [lo, hi]
     // The instance's conflict lists take memory, and building them time, in
     // the square of the buffers: larger instances are not searched.
-    if (b.count() > kSearchUpTo || conflict_pairs(b) > kSearchMaxConflicts || hi <= lo) {
+    const bool too_large = b.count() > kSearchUpTo || conflict_pairs(b) > kSearchMaxConflicts;
+    // Building the instance is charged first; a budget it would exceed is not spent on it.
+    const uint64_t build = too_large ? 0 : search_build_cost(b);
+    if (too_large || work + build > work_budget || hi <= lo) {
         best.optimal = hi <= lo;
         best.lower_bound = lo;
-        if (!best.optimal) best.method = "greedy_by_size (too many buffers to search)";
+        if (!best.optimal)
+            best.method = too_large ? "greedy_by_size (too many buffers to search)"
+                                    : "greedy_by_size (budget too small to search)";
         best.work = work;
         return best;
     }
     const CanonicalInstance instance(b);
-    work += b.count() * (b.count() - 1) / 2;  // its pairwise conflict test
+    work += build;
     PreorderRace race(instance);
     std::vector<uint64_t> offsets;
     // The lower bound first (tight instances are often posed there), or the
@@ -583,7 +607,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // first share is two descents (each of the search's n nodes sorts the
     // partition and checks its sections: 4n + sections), below which an
     // attempt on a large instance can only fail.
-    const uint64_t descent = 2 * descent_estimate(instance);
+    const uint64_t descent = 2 * search_descent_cost(b);
     uint64_t share = std::max<uint64_t>(descent, uint64_t{1} << 20);
     uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;

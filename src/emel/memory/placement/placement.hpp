@@ -84,6 +84,10 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0
 // together (the search's memory), get the greedy answer unsearched.
 constexpr size_t kSearchUpTo = 16384;
 constexpr uint64_t kSearchMaxConflicts = 30000000;
+// Work units the search charges for building its instance (a sort and the
+// conflict pairs), and what one descent of its race costs, estimated.
+uint64_t search_build_cost(const Buffers& b);
+uint64_t search_descent_cost(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr);
 
