@@ -355,7 +355,9 @@ class CanonicalSearch {
         for (size_t k = mark_raised; k < min_log_.size(); ++k) {
             const uint32_t y = min_log_[k].first;
             for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) {
-                if (section_stamp_[s] == stamp_) continue;
+                // The section's lowest reachable offset is at most y's: a
+                // floor already there cannot rise (the sections x spans, above all).
+                if (section_stamp_[s] == stamp_ || floor_[s] >= open_min_[y]) continue;
                 section_stamp_[s] = stamp_;
                 uint64_t lowest = UINT64_MAX;
                 for (uint32_t z : in_.in_section[s])
