@@ -354,15 +354,21 @@ class CanonicalSearch {
         if (section_stamp_.size() != in_.sections) section_stamp_.assign(in_.sections, 0);
         for (size_t k = mark_raised; k < min_log_.size(); ++k) {
             const uint32_t y = min_log_[k].first;
+            ops_ += 2 * (in_.to[y] - in_.from[y]);  // the sections looked at (two reads each)
             for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) {
                 // The section's lowest reachable offset is at most y's: a
                 // floor already there cannot rise (the sections x spans, above all).
                 if (section_stamp_[s] == stamp_ || floor_[s] >= open_min_[y]) continue;
                 section_stamp_[s] = stamp_;
+                // Scanned only until some buffer there can go as low as the floor.
                 uint64_t lowest = UINT64_MAX;
-                for (uint32_t z : in_.in_section[s])
+                size_t scanned = 0;
+                for (uint32_t z : in_.in_section[s]) {
+                    ++scanned;
                     lowest = std::min(lowest, open_min_[z]);
-                ops_ += in_.in_section[s].size();
+                    if (lowest <= floor_[s]) break;
+                }
+                ops_ += scanned;
                 if (lowest != UINT64_MAX && floor_[s] < lowest) {
                     floor_log_.push_back({s, floor_[s]});
                     floor_[s] = lowest;
