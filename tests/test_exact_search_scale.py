@@ -19,6 +19,7 @@ import emel.memory as mm
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import peers  # noqa: E402  (its independent overlap checker)
 import synthetic_traces  # noqa: E402
 
 # Under a 1 MiB stack limit (the main thread's and, by default, every new
@@ -37,16 +38,6 @@ print(json.dumps({"size": p.size, "method": p.method, "greedy": g.size, "bound":
 """
 
 
-def check_no_overlap(lower, upper, size, offsets):
-    order = np.argsort(lower, kind="stable")
-    live = []  # (upper, offset, end) of the buffers started so far
-    for x in order:
-        live = [t for t in live if t[0] > lower[x]]
-        for _, o, e in live:
-            assert offsets[x] + size[x] <= o or e <= offsets[x], f"buffer {x} overlaps"
-        live.append((upper[x], offsets[x], offsets[x] + size[x]))
-
-
 def test_deep_search_runs_on_its_own_stack():
     # The new thread's stack comes from RLIMIT_STACK set before the threads start.
     env = dict(os.environ, EMEL_SEARCH_THREADS_FROM="0")
@@ -58,7 +49,8 @@ def test_deep_search_runs_on_its_own_stack():
     # The search's answer is far below the greedy order's (1.12 of the bound).
     assert r["size"] <= 1.07 * r["bound"] < r["greedy"]
     lower, upper, size = synthetic_traces.generate("uniform", 6000, 5)
-    check_no_overlap(lower, upper, size, np.asarray(r["offsets"]))
+    chk = peers.check_placement(lower, upper, size, r["offsets"], reported_size=r["size"])
+    assert chk.valid, chk.problems
 
 
 def test_auto_searches_mid_size_instances():

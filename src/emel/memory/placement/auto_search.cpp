@@ -154,8 +154,12 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // left (on these it is what closes gaps; the local search below keeps
     // the rest).
     const uint64_t search_budget = work < work_budget ? (work_budget - work) / 4 * 3 : 0;
-    const bool search_fits = b.count() <= kPeakWindowsFrom ||
-                             (b.count() <= kSearchUpTo && search_build_cost(b) + search_descent_cost(b) <= search_budget);
+    auto holds_a_descent = [&] {
+        const SearchCosts c = search_costs(b);
+        return c.build + c.descent <= search_budget;
+    };
+    const bool search_fits =
+        b.count() <= kPeakWindowsFrom || (b.count() <= kSearchUpTo && holds_a_descent());
     if (best.end > bound && search_fits && search_budget > 0) {
         Placement p = place_optimal(b, search_budget, 0, &best);
         work += p.work;

@@ -531,9 +531,10 @@ class PreorderRace {
     size_t stack_bytes_ = 0;  // 0: the searches run on the caller's stack
 };
 
-// Pairs of the searched buffers (live, holding bytes) live together, each
-// pair once: a sweep, not n^2.
-uint64_t conflict_pairs(const Buffers& b) {
+}  // namespace
+
+SearchCosts search_costs(const Buffers& b) {
+    // The searched buffers: live, holding bytes.
     std::vector<uint64_t> starts, ends;
     for (size_t x = 0; x < b.count(); ++x)
         if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
@@ -542,35 +543,22 @@ uint64_t conflict_pairs(const Buffers& b) {
         }
     std::sort(starts.begin(), starts.end());
     std::sort(ends.begin(), ends.end());
-    // A buffer meets every buffer started before it that has not ended by its start.
-    uint64_t pairs = 0;
+    SearchCosts c;
+    // Pairs live together, each once: a buffer meets every buffer started
+    // before it that has not ended by its start.
     for (size_t i = 0, e = 0; i < starts.size(); ++i) {
         while (e < ends.size() && ends[e] <= starts[i]) ++e;
-        pairs += i - std::min(i, e);
+        c.conflict_pairs += i - std::min(i, e);
     }
-    return pairs;
-}
-
-
-}  // namespace
-
-uint64_t search_build_cost(const Buffers& b) {
-    return b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1))) + 2 * conflict_pairs(b);
-}
-
-uint64_t search_descent_cost(const Buffers& b) {
-    // Each of the race's searches places every searched buffer once; each
-    // node sorts its partition's buffers and checks its sections: 4n + sections.
-    uint64_t n = 0;
-    std::vector<uint64_t> ends;
-    for (size_t x = 0; x < b.count(); ++x)
-        if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
-            ++n;
-            ends.push_back(b.upper[x]);
-        }
-    std::sort(ends.begin(), ends.end());
+    // Building: a sort of every buffer and each conflict pair twice.
+    c.build = b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1))) + 2 * c.conflict_pairs;
+    // A descent: each of the race's searches places every searched buffer
+    // once; each node sorts its partition's buffers and checks its sections
+    // (one per distinct end): 4n + sections.
+    const uint64_t n = starts.size();
     const uint64_t sections = static_cast<uint64_t>(std::unique(ends.begin(), ends.end()) - ends.begin());
-    return 3 * n * (4 * n + sections);
+    c.descent = 3 * n * (4 * n + sections);
+    return c;
 }
 
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent) {
@@ -585,10 +573,10 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t lo = buffers_lower_bound(b), hi = best.end;  // the optimum lies in [lo, hi]
     // The instance's conflict lists take memory, and building them time, in
     // the square of the buffers: larger instances are not searched.
-    const bool too_large = b.count() > kSearchUpTo || conflict_pairs(b) > kSearchMaxConflicts;
+    const SearchCosts costs = b.count() > kSearchUpTo ? SearchCosts{} : search_costs(b);
+    const bool too_large = b.count() > kSearchUpTo || costs.conflict_pairs > kSearchMaxConflicts;
     // Building the instance is charged first; a budget it would exceed is not spent on it.
-    const uint64_t build = too_large ? 0 : search_build_cost(b);
-    if (too_large || work + build > work_budget || hi <= lo) {
+    if (too_large || work + costs.build > work_budget || hi <= lo) {
         best.optimal = hi <= lo;
         best.lower_bound = lo;
         if (!best.optimal)
@@ -598,7 +586,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
         return best;
     }
     const CanonicalInstance instance(b);
-    work += build;
+    work += costs.build;
     PreorderRace race(instance);
     std::vector<uint64_t> offsets;
     // The lower bound first (tight instances are often posed there), or the
@@ -615,7 +603,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // first share is two descents (each of the search's n nodes sorts the
     // partition and checks its sections: 4n + sections), below which an
     // attempt on a large instance can only fail.
-    const uint64_t descent = 2 * search_descent_cost(b);
+    const uint64_t descent = 2 * costs.descent;
     uint64_t share = std::max<uint64_t>(descent, uint64_t{1} << 20);
     uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;

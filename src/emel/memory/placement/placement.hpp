@@ -84,10 +84,13 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0
 // together (the search's memory), get the greedy answer unsearched.
 constexpr size_t kSearchUpTo = 16384;
 constexpr uint64_t kSearchMaxConflicts = 30000000;
-// Work units the search charges for building its instance (a sort and the
-// conflict pairs), and what one descent of its race costs, estimated.
-uint64_t search_build_cost(const Buffers& b);
-uint64_t search_descent_cost(const Buffers& b);
+// What the search would cost on `b`, from one sweep: the pairs of searched
+// buffers live together, the work units charged for building its instance
+// (a sort and the conflict pairs), and one descent of its race, estimated.
+struct SearchCosts {
+    uint64_t conflict_pairs = 0, build = 0, descent = 0;
+};
+SearchCosts search_costs(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr);
 
