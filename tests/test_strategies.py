@@ -78,6 +78,21 @@ def test_auto_never_worse_than_the_heuristics_and_deterministic():
     assert a.offsets.tolist() == b.offsets.tolist() and a.work == b.work
 
 
+def test_auto_orders_by_the_peak_live_bytes_of_each_lifetime():
+    # Every size-first pass (and tmmu, best_fit) leaves a hole: 144 bytes.
+    # Taking the buffers whose lifetimes are most crowded first (the peak of
+    # live bytes while each lives, then the longest) packs them at the bound.
+    lower, upper = [6, 0, 4, 6, 4, 4, 0], [11, 1, 6, 10, 7, 7, 3]
+    size = [16, 8, 64, 56, 16, 48, 40]
+    for strategy in ("tmmu", "greedy_by_size", "best_fit"):
+        for fit in ("best", "first"):
+            assert mm.place(lower, upper, size, strategy=strategy, fit=fit).size == 144
+    a = mm.place(lower, upper, size, strategy="auto")
+    assert a.method == "greedy_by_live_peak"
+    assert a.size == a.lower_bound == 136 and a.optimal
+    assert overlaps(lower, upper, size, a.offsets) is None
+
+
 def test_optimal_proves_a_small_optimum():
     # Classic trap for greedy-by-size: the two 3-byte buffers must share a column.
     lower, upper, size = [0, 0, 1, 2, 2], [2, 1, 3, 3, 3], [2, 3, 3, 1, 1]

@@ -85,6 +85,18 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // measures what a pass costs).
     auto to_win = [&] { return best.end - 1; };
     consider(std::move(first_pass), &by_size);
+    // Second: the most crowded lifetimes first (by the peak of live bytes
+    // while the buffer lives, then the longest; MiniMalloc's "T" key), best
+    // fit. Where sizes alone mislead it wins by far: uniform 10^6 1.0048 of
+    // the bound against 1.0224, S_1 1.0026 against 1.0167, Y_1 at the bound.
+    std::vector<uint32_t> by_live_peak;
+    if (worth_a_pass()) {
+        by_live_peak = order_by_live_peak(b);
+        Placement p = place_greedy(b, by_live_peak, Fit::Best, to_win());
+        p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order: a sweep and a range maximum per buffer
+        p.method = "greedy_by_live_peak";
+        consider(std::move(p), &by_live_peak);
+    }
     // The peak window ladder (on instances the exact search does not take
     // whole): windows of 1024, 2048 and 4096 buffers around the peak of live
     // bytes, each solved by the exact search with a third of what is left
@@ -138,6 +150,11 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         Placement p = place_greedy(b, by_conflict, Fit::First, to_win());
         p.method = "greedy_by_conflict_size_first_fit";
         consider(std::move(p), &by_conflict);
+    }
+    if (worth_a_pass() && !by_live_peak.empty()) {
+        Placement p = place_greedy(b, by_live_peak, Fit::First, to_win());
+        p.method = "greedy_by_live_peak_first_fit";
+        consider(std::move(p), &by_live_peak);
     }
     if (worth_a_pass()) {
         const auto by_life = order_by_lifetime(b);

@@ -78,6 +78,64 @@ std::vector<uint32_t> order_by_conflict_size(const Buffers& b) {
     return order;
 }
 
+std::vector<uint32_t> order_by_live_peak(const Buffers& b) {
+    // Live bytes rise only where a buffer starts, so the peak over a
+    // buffer's lifetime is the largest of the totals at the starts inside it:
+    // the totals at the distinct starts, by a sweep, then a range maximum
+    // per buffer (a bottom-up segment tree: 2 words per start, not the
+    // sparse table's log n).
+    const size_t n = b.count();
+    std::vector<uint64_t> starts;
+    starts.reserve(n);
+    for (size_t x = 0; x < n; ++x)
+        if (b.lower[x] < b.upper[x]) starts.push_back(b.lower[x]);
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+    const size_t m = starts.size();
+    // Bytes starting at, and ending at or before, each distinct start.
+    std::vector<uint64_t> tree(2 * std::max<size_t>(m, 1), 0);
+    {
+        std::vector<unsigned __int128> delta(m + 1, 0), gone(m + 1, 0);
+        for (size_t x = 0; x < n; ++x) {
+            if (b.lower[x] >= b.upper[x]) continue;
+            const size_t i = std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin();
+            // The first start at or after the end: live there no more.
+            const size_t j = std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin();
+            delta[i] += b.size[x];
+            gone[j] += b.size[x];
+        }
+        unsigned __int128 live = 0;
+        for (size_t i = 0; i < m; ++i) {
+            live += delta[i];
+            live -= gone[i];
+            tree[m + i] = live > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(live);
+        }
+    }
+    for (size_t i = m; i-- > 1;) tree[i] = std::max(tree[2 * i], tree[2 * i + 1]);
+    std::vector<uint64_t> key(n, 0);  // never-live rows 0
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        size_t l = (std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin()) + m;
+        size_t r = (std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin()) + m;
+        uint64_t best = 0;
+        for (; l < r; l >>= 1, r >>= 1) {
+            if (l & 1) best = std::max(best, tree[l++]);
+            if (r & 1) best = std::max(best, tree[--r]);
+        }
+        key[x] = best;
+    }
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        if (key[x] != key[y]) return key[x] > key[y];
+        const uint64_t lx = b.upper[x] - b.lower[x], ly = b.upper[y] - b.lower[y];
+        if (lx != ly) return lx > ly;
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        return b.rank[x] < b.rank[y];
+    });
+    return order;
+}
+
 namespace {
 
 // Buffer x lands at `chosen`: recorded, counted in the end, and indexed.

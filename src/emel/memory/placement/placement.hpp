@@ -66,6 +66,7 @@ struct Rng {
 std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
 std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
+std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 
 // §2: greedy placement in a given order (greedy_by_size.cpp). A pass whose
 // end passes `give_up_above` stops there, `abandoned` (auto's passes that can
