@@ -97,3 +97,39 @@ def test_search_not_built_when_the_budget_cannot_pay_for_it():
     a = mm.place(lower, upper, size, strategy="auto")
     assert a.method != "optimal_search"
     assert a.work <= 200 * 900_000 + 3 * g.work  # the budget, plus one first pass and its sort
+
+
+def test_auto_searches_the_neighbourhood_of_its_peak():
+    # 600 random buffers at 400 ms: the capacity ladder stops at 1.0344 of
+    # the bound (all of `optimal`'s budget); `auto`'s ladder gets three
+    # quarters of what its passes leave, and the neighbourhood search (the
+    # buffers around the peak freed, the rest kept as obstacles, the freed
+    # ones searched again under the best end) the last quarter: 1.0268.
+    lower, upper, size = synthetic_traces.generate("uniform", 600, 0)
+    o = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=400)
+    a = mm.place(lower, upper, size, strategy="auto", time_budget_ms=400)
+    assert a.method == "neighbourhood_search"
+    assert a.size <= 1.03 * a.lower_bound < o.size
+    assert a.work <= 400 * 900_000
+    chk = peers.check_placement(lower, upper, size, a.offsets, reported_size=a.size)
+    assert chk.valid, chk.problems
+    again = mm.place(lower, upper, size, strategy="auto", time_budget_ms=400)
+    assert np.array_equal(a.offsets, again.offsets) and a.work == again.work
+
+
+def test_neighbourhood_answers_are_valid_and_aligned():
+    # The neighbourhood search places freed buffers around fixed ones: each
+    # answer must clear every obstacle, at every alignment (sizes and offsets
+    # rounded to it), and never end below the bound.
+    used = 0
+    for seed in range(8):
+        lower, upper, size = synthetic_traces.generate("uniform", 500, seed)
+        alignment = (1, 8, 64, 4096)[seed % 4]
+        a = mm.place(lower, upper, size, strategy="auto", alignment=alignment, time_budget_ms=60)
+        used += a.method == "neighbourhood_search"
+        rounded = -(-np.asarray(size, np.int64) // alignment) * alignment
+        chk = peers.check_placement(lower, upper, rounded, a.offsets, reported_size=a.size)
+        assert chk.valid, (seed, chk.problems)
+        assert all(int(o) % alignment == 0 for o in a.offsets)
+        assert a.size >= a.lower_bound
+    assert used >= 4  # the neighbourhood search ran and won on most of them

@@ -36,6 +36,11 @@ enum class Outcome { Found, Infeasible, OutOfBudget };
 size_t search_threads_from() {
     return static_cast<size_t>(env_count("EMEL_SEARCH_THREADS_FROM", 0, SIZE_MAX).value_or(64));
 }
+// The search recurses once per buffer placed (a few hundred bytes a level,
+// more under sanitizers): deeper than this it runs on a stack of its own,
+// kStackBase + kStackPerLevel per level.
+constexpr size_t kCallerStackLevels = 1000;
+constexpr size_t kStackBase = size_t{1} << 20, kStackPerLevel = 4096;
 // Work a racing search does before giving its turn to one that waits.
 constexpr uint64_t kTurnWork = uint64_t{1} << 20;
 
@@ -153,22 +158,7 @@ class CanonicalSearch {
     // placement.
     Outcome run(uint64_t capacity, int heuristic, uint64_t limit, const std::atomic<uint64_t>* earliest,
                 Turnstile* turns, std::vector<uint64_t>& offsets, uint64_t& work) {
-        capacity_ = capacity;
-        heuristic_ = heuristic;
-        ops_ = 0;
-        ops_limit_ = limit;
-        earliest_ = earliest;
-        turns_ = turns;
-        next_turn_ = kTurnWork;
-        offsets.assign(in_.n, 0);
-        key_t_.assign(in_.n, 0);
-        min_offset_.assign(in_.n, 0);
-        open_min_.assign(in_.n, 0);
-        placed_.assign(in_.n, 0);
-        floor_.assign(in_.sections, 0);
-        total_ = in_.initial_total;
-        cuts_ = in_.initial_cuts;
-        offsets_ = &offsets;
+        reset(capacity, heuristic, limit, earliest, turns, offsets);
         Partition whole{in_.active, 0, static_cast<uint32_t>(in_.sections)};
         Outcome r = Outcome::Infeasible;
         if (check(0, whole)) {
@@ -179,6 +169,54 @@ class CanonicalSearch {
                     if (cuts_[c] == 0) cutpoints.push_back(c + 1);
             r = solve_pieces(whole, std::move(cutpoints));
         }
+        work += ops_;
+        return r;
+    }
+
+    // The search of a neighbourhood: the buffers not in `free` stay where
+    // `fixed` puts them, as obstacles, and the free ones are searched under
+    // `capacity` around them. A free buffer's lowest offset is then the
+    // lowest at or above the tops of the conflicting free buffers placed
+    // before it that clears its obstacles: every pushed-down placement of the
+    // free buffers is still a canonical one, and dominance and the section
+    // checks (over the free bytes only) still hold. Found, or not: a failure
+    // proves nothing about the instance.
+    Outcome run_around(uint64_t capacity, int heuristic, uint64_t limit, const std::vector<uint8_t>& free,
+                       const std::vector<uint64_t>& fixed, std::vector<uint64_t>& offsets, uint64_t& work) {
+        reset(capacity, heuristic, limit, nullptr, nullptr, offsets);
+        ops_ += in_.n + in_.sections;  // the state set afresh
+        obstacles_.resize(in_.n);
+        Partition part{{}, 0, static_cast<uint32_t>(in_.sections)};
+        for (uint32_t x : in_.active) {
+            if (free[x]) {
+                part.buffers.push_back(x);
+                continue;
+            }
+            placed_[x] = 1;
+            open_min_[x] = UINT64_MAX;
+            offsets[x] = fixed[x];
+            for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) total_[s] -= in_.b.size[x];
+            for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c) --cuts_[c];
+        }
+        for (uint32_t y : part.buffers) {
+            auto& obs = obstacles_[y];
+            obs.clear();
+            for (uint32_t z : in_.conflicts[y])
+                if (!free[z]) obs.emplace_back(fixed[z], fixed[z] + in_.b.size[z]);
+            std::sort(obs.begin(), obs.end());
+            ops_ += 2 * in_.conflicts[y].size();
+            min_offset_[y] = open_min_[y] = clear_of_obstacles(y, 0);
+        }
+        with_obstacles_ = true;
+        Outcome r = Outcome::OutOfBudget;
+        if (check(0, part)) {
+            std::vector<uint32_t> cutpoints{0};
+            if (!in_.b.has_partners())
+                for (uint32_t c = 0; c + 1 < in_.sections; ++c)
+                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
+            if (solve_pieces(part, std::move(cutpoints)) == Outcome::Found) r = Outcome::Found;
+        }
+        with_obstacles_ = false;
         work += ops_;
         return r;
     }
@@ -195,6 +233,41 @@ class CanonicalSearch {
     static constexpr int kHeuristics = 3;
 
   private:
+    void reset(uint64_t capacity, int heuristic, uint64_t limit, const std::atomic<uint64_t>* earliest,
+               Turnstile* turns, std::vector<uint64_t>& offsets) {
+        capacity_ = capacity;
+        heuristic_ = heuristic;
+        ops_ = 0;
+        ops_limit_ = limit;
+        earliest_ = earliest;
+        turns_ = turns;
+        next_turn_ = kTurnWork;
+        offsets.assign(in_.n, 0);
+        key_t_.assign(in_.n, 0);
+        min_offset_.assign(in_.n, 0);
+        open_min_.assign(in_.n, 0);
+        placed_.assign(in_.n, 0);
+        floor_.assign(in_.sections, 0);
+        total_ = in_.initial_total;
+        cuts_ = in_.initial_cuts;
+        offsets_ = &offsets;
+    }
+
+    // The lowest offset at or above `offset` (aligned) where y clears its
+    // obstacles, which are sorted by offset: one pass, since the offset only rises.
+    uint64_t clear_of_obstacles(uint32_t y, uint64_t offset) {
+        const uint64_t size = in_.b.size[y];
+        for (const auto& [bottom, top] : obstacles_[y]) {
+            ++ops_;
+            if (top <= offset) continue;
+            if (offset > UINT64_MAX - size || bottom >= offset + size) break;
+            auto raised = checked_align_up(top, in_.b.alignment[y]);
+            if (!raised) return UINT64_MAX;
+            offset = *raised;
+        }
+        return offset;
+    }
+
     // A set of buffers that can be placed independently of all others: no
     // unplaced buffer outside it shares a section with it.
     struct Partition {
@@ -340,6 +413,7 @@ class CanonicalSearch {
             min_log_.push_back({y, min_offset_[y]});
             auto raised = checked_align_up(height, in_.b.alignment[y]);
             min_offset_[y] = raised ? *raised : UINT64_MAX;
+            if (with_obstacles_ && raised) min_offset_[y] = clear_of_obstacles(y, min_offset_[y]);
             open_min_[y] = min_offset_[y];
         }
         for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) {
@@ -413,6 +487,9 @@ class CanonicalSearch {
     std::vector<uint64_t>* offsets_ = nullptr;
     const std::atomic<uint64_t>* earliest_ = nullptr;
     Turnstile* turns_ = nullptr;
+    // run_around(): each free buffer's fixed conflicting buffers, (offset, top) by offset.
+    bool with_obstacles_ = false;
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles_;
 };
 
 // One decision problem, "do the buffers fit under the capacity?", answered
@@ -451,9 +528,6 @@ class PreorderRace {
     }
 
   private:
-    static constexpr size_t kCallerStackLevels = 1000;
-    static constexpr size_t kStackBase = size_t{1} << 20, kStackPerLevel = 4096;
-
     Outcome solve_here(uint64_t capacity, uint64_t budget, std::vector<uint64_t>& offsets, uint64_t& work) {
         offsets.assign(instance_.n, 0);
         work = 0;
@@ -531,6 +605,72 @@ class PreorderRace {
     size_t stack_bytes_ = 0;  // 0: the searches run on the caller's stack
 };
 
+// Large neighbourhood search from a placement: a few buffers around its
+// peak are freed, everything else stays where it is, and the exact search
+// places the freed ones again under the best end minus one, into any hole
+// the others leave. Two neighbourhoods take turns: the `m` buffers nearest in
+// time to a buffer that reaches the top (its start), and the `m` highest
+// tops. Sizes from 16 buffers, doubling through both neighbourhoods and the
+// three preorders while nothing is found, again from 16 after a success.
+void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uint64_t budget, uint64_t& work) {
+    const Buffers& b = in.b;
+    const size_t n = in.active.size();
+    if (n < 2) return;
+    CanonicalSearch search(in);
+    std::vector<uint64_t> offsets;
+    std::vector<uint8_t> free(b.count(), 0);
+    std::vector<std::pair<uint64_t, uint32_t>> ranked;  // (key, buffer): the lowest keys are freed
+    Rng rng;
+    size_t m = 16;
+    int step = 0;  // neighbourhood x preorder
+    const uint64_t start = work;
+    while (best.end > lo && work - start < budget) {
+        const uint64_t capacity = best.end - 1;
+        const int kind = step % 2, heuristic = step / 2;
+        ranked.clear();
+        if (kind == 0) {
+            std::vector<uint32_t> top;
+            for (uint32_t x : in.active)
+                if (best.offset[x] + b.size[x] > capacity) top.push_back(x);
+            if (top.empty()) return;  // the end is a row's outside the search: nothing here lowers it
+            const uint64_t t = b.lower[top[rng.below(top.size())]];
+            for (uint32_t x : in.active) {
+                const uint64_t distance = b.lower[x] > t ? b.lower[x] - t : b.upper[x] <= t ? t - b.upper[x] + 1 : 0;
+                ranked.emplace_back(distance, x);
+            }
+        } else {
+            for (uint32_t x : in.active) ranked.emplace_back(UINT64_MAX - (best.offset[x] + b.size[x]), x);
+        }
+        const size_t k = std::min(m, n);
+        std::nth_element(ranked.begin(), ranked.begin() + (k - 1), ranked.end());
+        std::fill(free.begin(), free.end(), 0);
+        for (size_t i = 0; i < k; ++i) free[ranked[i].second] = 1;
+        for (uint32_t x : in.active)  // what reaches above the capacity cannot stay
+            if (best.offset[x] + b.size[x] > capacity) free[x] = 1;
+        work += 4 * n;  // the ranking, its partial sort and the marks
+        if (work - start >= budget) break;
+        const uint64_t share =
+            std::min<uint64_t>(budget - (work - start), std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k));
+        uint64_t spent = 0;
+        const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
+        work += std::min(spent, share);  // as the race charges: a search stops within a node of its share
+        if (r == Outcome::Found) {
+            uint64_t end = 0;
+            for (uint32_t x : in.active) end = std::max(end, offsets[x] + b.size[x]);
+            best.offset = offsets;  // the rows outside the search at 0, as the ladder leaves them
+            best.end = end;
+            best.method = "neighbourhood_search";
+            m = 16;
+            step = 0;
+            continue;
+        }
+        if (++step == 2 * CanonicalSearch::kHeuristics) {
+            step = 0;
+            m = m >= n ? 16 : m * 2;
+        }
+    }
+}
+
 }  // namespace
 
 SearchCosts search_costs(const Buffers& b) {
@@ -561,7 +701,8 @@ SearchCosts search_costs(const Buffers& b) {
     return c;
 }
 
-Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent) {
+Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent,
+                        uint64_t neighbourhood_budget) {
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
     Placement best = place_greedy(b, order_by_size(b), Fit::Best);
     uint64_t work = best.work;
@@ -607,6 +748,8 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t share = std::max<uint64_t>(descent, uint64_t{1} << 20);
     uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;
+    const uint64_t full_budget = work_budget;
+    work_budget -= std::min(work_budget - work, neighbourhood_budget);  // the ladder's part
     while (lo < hi && capacity < hi && work < work_budget) {
         const uint64_t left = work_budget - work;
         uint64_t asked = std::min(left, share);
@@ -642,6 +785,14 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
             from = lo;
         }
         capacity = from + (hi - from) / 2;
+    }
+    if (lo < hi && work < full_budget) {
+        // Deep neighbourhoods recurse as deep as the ladder's searches: on a stack as large.
+        const size_t levels = instance.active.size();
+        auto improve = [&] { improve_peak(instance, best, lo, full_budget - work, work); };
+        if (levels <= kCallerStackLevels) improve();
+        else run_on_stack(kStackBase + kStackPerLevel * levels, improve);  // no thread: the ladder's answer stands
+        hi = best.end;
     }
     best.lower_bound = lo;
     best.optimal = lo >= hi;

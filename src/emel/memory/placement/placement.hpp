@@ -93,7 +93,7 @@ struct SearchCosts {
 };
 SearchCosts search_costs(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
-                        const Placement* incumbent = nullptr);
+                        const Placement* incumbent = nullptr, uint64_t neighbourhood_budget = 0);
 
 // §4: the buffers live around the peak of live bytes, over the widest window
 // of instants [from, to) around the peak instant in which at most
