@@ -159,16 +159,7 @@ class CanonicalSearch {
     Outcome run(uint64_t capacity, int heuristic, uint64_t limit, const std::atomic<uint64_t>* earliest,
                 Turnstile* turns, std::vector<uint64_t>& offsets, uint64_t& work) {
         reset(capacity, heuristic, limit, earliest, turns, offsets);
-        Partition whole{in_.active, 0, static_cast<uint32_t>(in_.sections)};
-        Outcome r = Outcome::Infeasible;
-        if (check(0, whole)) {
-            // Time ranges no buffer spans across are independent from the start.
-            std::vector<uint32_t> cutpoints{0};
-            if (!in_.b.has_partners())
-                for (uint32_t c = 0; c + 1 < in_.sections; ++c)
-                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
-            r = solve_pieces(whole, std::move(cutpoints));
-        }
+        const Outcome r = solve_from_start(Partition{in_.active, 0, static_cast<uint32_t>(in_.sections)});
         work += ops_;
         return r;
     }
@@ -208,14 +199,7 @@ class CanonicalSearch {
             min_offset_[y] = open_min_[y] = clear_of_obstacles(y, 0);
         }
         with_obstacles_ = true;
-        Outcome r = Outcome::OutOfBudget;
-        if (check(0, part)) {
-            std::vector<uint32_t> cutpoints{0};
-            if (!in_.b.has_partners())
-                for (uint32_t c = 0; c + 1 < in_.sections; ++c)
-                    if (cuts_[c] == 0) cutpoints.push_back(c + 1);
-            if (solve_pieces(part, std::move(cutpoints)) == Outcome::Found) r = Outcome::Found;
-        }
+        const Outcome r = solve_from_start(part) == Outcome::Found ? Outcome::Found : Outcome::OutOfBudget;
         with_obstacles_ = false;
         work += ops_;
         return r;
@@ -274,6 +258,17 @@ class CanonicalSearch {
         std::vector<uint32_t> buffers;  // in the partition's preorder
         uint32_t first, last;           // its sections [first, last)
     };
+
+    // The buffers of `part`, none placed yet: checked, then split where no
+    // buffer spans a time boundary (those ranges are independent from the start).
+    Outcome solve_from_start(const Partition& part) {
+        if (!check(0, part)) return Outcome::Infeasible;
+        std::vector<uint32_t> cutpoints{0};
+        if (!in_.b.has_partners())
+            for (uint32_t c = 0; c + 1 < in_.sections; ++c)
+                if (cuts_[c] == 0) cutpoints.push_back(c + 1);
+        return solve_pieces(part, std::move(cutpoints));
+    }
 
     void preorder(std::vector<uint32_t>& xs) {
         std::vector<uint64_t>& t = key_t_;
