@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import emel.memory as mm
+from placement_check import first_overlap as overlap
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
@@ -47,16 +48,6 @@ def exhaustive_optimum(lower, upper, size):
                 break
         best = end if best is None else min(best, end)
     return best or 0
-
-
-def overlap(lower, upper, size, offsets):
-    for i in range(len(size)):
-        for j in range(i + 1, len(size)):
-            if (lower[i] < upper[i] and lower[j] < upper[j]     # [l, l) is never live
-                    and lower[i] < upper[j] and lower[j] < upper[i] and size[i] and size[j]
-                    and offsets[i] < offsets[j] + size[j] and offsets[j] < offsets[i] + size[i]):
-                return i, j
-    return None
 
 
 def test_exhaustive_solver_on_known_optimum():

@@ -9,19 +9,20 @@ import numpy as np
 import pytest
 
 import emel.memory as mm
+from placement_check import first_overlap as overlaps
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
-def overlaps(lower, upper, size, offsets):
-    n = len(size)
-    for i in range(n):
-        for j in range(i + 1, n):
-            live = lower[i] < upper[j] and lower[j] < upper[i]
-            if live and size[i] and size[j] and offsets[i] < offsets[j] + size[j] \
-                    and offsets[j] < offsets[i] + size[i]:
-                return (i, j)
-    return None
+def test_overlap_checker_finds_clashes():
+    # The checker the placement tests rely on: a clash is found, touching
+    # ranges and disjoint lifetimes are not clashes, and a never-live row
+    # ([1, 1)) holds no bytes at offset 0 beside a live one.
+    assert overlaps([0, 0], [2, 2], [4, 4], [0, 2]) == (0, 1)
+    assert overlaps([0, 0], [2, 2], [4, 4], [0, 4]) is None
+    assert overlaps([0, 2], [2, 4], [4, 4], [0, 0]) is None
+    assert overlaps([1, 0], [1, 2], [4, 4], [0, 0]) is None
+    assert overlaps([0, 0], [1, 1], [2**64 - 1, 1], [0, 2**64 - 2]) == (0, 1)
 
 
 def test_place_small_exact():
