@@ -41,6 +41,11 @@ size_t search_threads_from() {
 // kStackBase + kStackPerLevel per level.
 constexpr size_t kCallerStackLevels = 1000;
 constexpr size_t kStackBase = size_t{1} << 20, kStackPerLevel = 4096;
+// Window neighbourhoods (improve_by_windows): at most this many buffers
+// freed, and a window reaches at most 2^(this - 1) lifetimes past its top
+// buffer's on each side.
+constexpr size_t kWindowFreed = 2048;
+constexpr unsigned kWidenings = 4;
 // Work a racing search does before giving its turn to one that waits.
 constexpr uint64_t kTurnWork = uint64_t{1} << 20;
 
@@ -172,8 +177,11 @@ class CanonicalSearch {
     // free buffers is still a canonical one, and dominance and the section
     // checks (over the free bytes only) still hold. Found, or not: a failure
     // proves nothing about the instance.
+    // `given`, when set, holds each buffer's obstacles from outside the
+    // instance ((offset, top) pairs), for an instance of free buffers only.
     Outcome run_around(uint64_t capacity, int heuristic, uint64_t limit, const std::vector<uint8_t>& free,
-                       const std::vector<uint64_t>& fixed, std::vector<uint64_t>& offsets, uint64_t& work) {
+                       const std::vector<uint64_t>& fixed, std::vector<uint64_t>& offsets, uint64_t& work,
+                       const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* given = nullptr) {
         reset(capacity, heuristic, limit, nullptr, nullptr, offsets);
         ops_ += in_.n + in_.sections;  // the state set afresh
         obstacles_.resize(in_.n);
@@ -194,8 +202,9 @@ class CanonicalSearch {
             obs.clear();
             for (uint32_t z : in_.conflicts[y])
                 if (!free[z]) obs.emplace_back(fixed[z], fixed[z] + in_.b.size[z]);
+            if (given) obs.insert(obs.end(), (*given)[y].begin(), (*given)[y].end());
             std::sort(obs.begin(), obs.end());
-            ops_ += 2 * in_.conflicts[y].size();
+            ops_ += 2 * (in_.conflicts[y].size() + obs.size());
             min_offset_[y] = open_min_[y] = clear_of_obstacles(y, 0);
         }
         with_obstacles_ = true;
@@ -666,7 +675,129 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     }
 }
 
+// The rows of `b` live in [from, to), as an instance of their own with
+// lifetimes cut to the window (ranks renumbered in the same order).
+Buffers window_instance(const Buffers& b, const std::vector<uint32_t>& members, uint64_t from, uint64_t to) {
+    Buffers s;
+    const size_t m = members.size();
+    s.lower.resize(m);
+    s.upper.resize(m);
+    s.size.resize(m);
+    s.alignment.resize(m);
+    s.rank.resize(m);
+    for (size_t k = 0; k < m; ++k) {
+        const uint32_t x = members[k];
+        s.lower[k] = std::max(b.lower[x], from);
+        s.upper[k] = std::min(b.upper[x], to);
+        s.size[k] = b.size[x];
+        s.alignment[k] = b.alignment[x];
+    }
+    std::vector<uint32_t> by_rank(m);
+    std::iota(by_rank.begin(), by_rank.end(), 0u);
+    std::sort(by_rank.begin(), by_rank.end(), [&](uint32_t i, uint32_t j) { return b.rank[members[i]] < b.rank[members[j]]; });
+    for (size_t r = 0; r < m; ++r) s.rank[by_rank[r]] = static_cast<uint32_t>(r);
+    return s;
+}
+
 }  // namespace
+
+void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
+    // Partners may live outside any window: their constraint would be lost.
+    if (b.has_partners() || b.count() == 0) return;
+    const size_t n = b.count();
+    const uint64_t start = work;
+    size_t next_top = 0;   // which top buffer to lower next (round robin)
+    unsigned widen = 0;    // how far the window reaches past the buffer's lifetime
+    unsigned failures = 0;
+    while (work - start < budget) {
+        // The buffers that reach the end: each must come down for the end to.
+        std::vector<uint32_t> tops;
+        uint64_t end = 0;
+        for (uint32_t x = 0; x < n; ++x)
+            if (b.lower[x] < b.upper[x] && b.size[x] > 0) end = std::max(end, best.offset[x] + b.size[x]);
+        for (uint32_t x = 0; x < n; ++x)
+            if (b.lower[x] < b.upper[x] && b.size[x] > 0 && best.offset[x] + b.size[x] == end) tops.push_back(x);
+        work += 2 * n;
+        if (end < best.end) {  // every top came down: a smaller arena
+            best.end = end;
+            best.method = "window_neighbourhood_search";
+            for (uint32_t x = 0; x < n; ++x)  // rows outside every search at 0, as the exact search leaves them
+                if (!(b.lower[x] < b.upper[x] && b.size[x] > 0)) best.offset[x] = 0;
+        }
+        if (tops.empty() || end == 0) return;
+        const uint32_t p = tops[next_top % tops.size()];
+        const uint64_t length = b.upper[p] - b.lower[p];
+        const uint64_t reach = widen == 0 ? 0 : length << (widen - 1);
+        const uint64_t from = b.lower[p] > reach ? b.lower[p] - reach : 0;
+        const uint64_t to = b.upper[p] > UINT64_MAX - reach ? UINT64_MAX : b.upper[p] + reach;
+        // Free: the buffers live only inside the window. Their obstacles:
+        // the others live with them, all of which are live in the window.
+        std::vector<uint32_t> freed_rows, crossing;
+        bool top_fixed = false;
+        for (uint32_t x = 0; x < n; ++x) {
+            if (!(b.lower[x] < b.upper[x] && b.size[x] > 0) || b.lower[x] >= to || b.upper[x] <= from) continue;
+            if (b.lower[x] >= from && b.upper[x] <= to) {
+                freed_rows.push_back(x);
+            } else {
+                crossing.push_back(x);
+                top_fixed = top_fixed || best.offset[x] + b.size[x] == end;
+            }
+        }
+        work += n;
+        const size_t freed = freed_rows.size();
+        const bool too_large = freed > kWindowFreed;
+        if (top_fixed || too_large) {  // this window cannot lower the end: the next one
+            if (too_large || widen >= kWidenings) {
+                widen = 0;
+                ++next_top;
+                if (++failures > tops.size() * (kWidenings + 1)) return;
+            } else {
+                ++widen;
+            }
+            continue;
+        }
+        const Buffers sub = window_instance(b, freed_rows, from, to);  // nothing cut: they live inside
+        const SearchCosts costs = search_costs(sub);
+        if (work - start + costs.build + freed * crossing.size() >= budget) return;
+        work += costs.build;
+        // Each freed buffer's obstacles: the crossing buffers live with it.
+        std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(freed);
+        for (uint32_t k = 0; k < freed; ++k) {
+            const uint32_t x = freed_rows[k];
+            for (uint32_t z : crossing)
+                if (b.lower[z] < b.upper[x] && b.lower[x] < b.upper[z])
+                    obstacles[k].emplace_back(best.offset[z], best.offset[z] + b.size[z]);
+        }
+        work += freed * crossing.size();
+        const CanonicalInstance instance(sub);
+        CanonicalSearch search(instance);
+        std::vector<uint8_t> free(freed, 1);
+        std::vector<uint64_t> fixed(freed, 0), offsets;
+        const uint64_t share = std::min<uint64_t>(budget - (work - start),
+                                                  std::max<uint64_t>(uint64_t{1} << 16, 256 * freed * freed));
+        uint64_t spent = 0;
+        Outcome r = Outcome::OutOfBudget;
+        auto run = [&] {
+            r = search.run_around(end - 1, static_cast<int>(failures % 3), share, free, fixed, offsets, spent, &obstacles);
+        };
+        if (freed <= kCallerStackLevels) run();
+        else if (!run_on_stack(kStackBase + kStackPerLevel * freed, run)) return;
+        work += std::min(spent, share);
+        if (r == Outcome::Found) {
+            for (size_t k = 0; k < freed; ++k) best.offset[freed_rows[k]] = offsets[k];
+            widen = 0;
+            failures = 0;
+            continue;  // the same top index now names the next buffer still at the end
+        }
+        if (widen >= kWidenings) {
+            widen = 0;
+            ++next_top;
+        } else {
+            ++widen;
+        }
+        if (++failures > tops.size() * (kWidenings + 1) * 3) return;
+    }
+}
 
 SearchCosts search_costs(const Buffers& b) {
     // The searched buffers: live, holding bytes.

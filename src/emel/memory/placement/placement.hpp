@@ -95,6 +95,12 @@ SearchCosts search_costs(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr, uint64_t neighbourhood_budget = 0);
 
+// §5: lowers `best` by re-searching, one window of time at a time around a
+// buffer that reaches its end, the buffers that live only inside the window,
+// the others kept where they are (for instances the exact search does not
+// take whole). `work` grows by what it spends: about `budget` at most.
+void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work);
+
 // §4: the buffers live around the peak of live bytes, over the widest window
 // of instants [from, to) around the peak instant in which at most
 // `max_buffers` are live (never fewer than the peak instant's own), as an
