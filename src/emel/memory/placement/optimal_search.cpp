@@ -675,30 +675,6 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     }
 }
 
-// The rows of `b` live in [from, to), as an instance of their own with
-// lifetimes cut to the window (ranks renumbered in the same order).
-Buffers window_instance(const Buffers& b, const std::vector<uint32_t>& members, uint64_t from, uint64_t to) {
-    Buffers s;
-    const size_t m = members.size();
-    s.lower.resize(m);
-    s.upper.resize(m);
-    s.size.resize(m);
-    s.alignment.resize(m);
-    s.rank.resize(m);
-    for (size_t k = 0; k < m; ++k) {
-        const uint32_t x = members[k];
-        s.lower[k] = std::max(b.lower[x], from);
-        s.upper[k] = std::min(b.upper[x], to);
-        s.size[k] = b.size[x];
-        s.alignment[k] = b.alignment[x];
-    }
-    std::vector<uint32_t> by_rank(m);
-    std::iota(by_rank.begin(), by_rank.end(), 0u);
-    std::sort(by_rank.begin(), by_rank.end(), [&](uint32_t i, uint32_t j) { return b.rank[members[i]] < b.rank[members[j]]; });
-    for (size_t r = 0; r < m; ++r) s.rank[by_rank[r]] = static_cast<uint32_t>(r);
-    return s;
-}
-
 }  // namespace
 
 void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
@@ -756,7 +732,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             }
             continue;
         }
-        const Buffers sub = window_instance(b, freed_rows, from, to);  // nothing cut: they live inside
+        const Buffers sub = cut_to_window(b, freed_rows, from, to);  // nothing cut: they live inside
         const SearchCosts costs = search_costs(sub);
         if (work - start + costs.build + freed * crossing.size() >= budget) return;
         work += costs.build;

@@ -16,6 +16,41 @@
 
 namespace emel::memory {
 
+Buffers cut_to_window(const Buffers& b, const std::vector<uint32_t>& members, uint64_t from, uint64_t to) {
+    // Cutting keeps every conflict among them (two intervals that meet each
+    // other and the window meet inside it), so an answer for the cut
+    // instance is valid for their full lifetimes.
+    Buffers s;
+    const size_t m = members.size();
+    s.lower.resize(m);
+    s.upper.resize(m);
+    s.size.resize(m);
+    s.alignment.resize(m);
+    s.rank.resize(m);
+    for (size_t k = 0; k < m; ++k) {
+        const uint32_t x = members[k];
+        s.lower[k] = std::max(b.lower[x], from);
+        s.upper[k] = std::min(b.upper[x], to);
+        s.size[k] = b.size[x];
+        s.alignment[k] = b.alignment[x];
+    }
+    // Ranks stay in the instance's tie-break order, renumbered 0..m-1.
+    std::vector<uint32_t> by_rank(m);
+    std::iota(by_rank.begin(), by_rank.end(), 0u);
+    std::sort(by_rank.begin(), by_rank.end(),
+              [&](uint32_t i, uint32_t j) { return b.rank[members[i]] < b.rank[members[j]]; });
+    for (size_t r = 0; r < m; ++r) s.rank[by_rank[r]] = static_cast<uint32_t>(r);
+    if (b.has_partners()) {  // partners among the members only
+        std::vector<uint32_t> index_of(b.count(), UINT32_MAX);
+        for (size_t k = 0; k < m; ++k) index_of[members[k]] = static_cast<uint32_t>(k);
+        s.partners.resize(m);
+        for (size_t k = 0; k < m; ++k)
+            for (uint32_t y : b.partners[members[k]])
+                if (index_of[y] != UINT32_MAX) s.partners[k].push_back(index_of[y]);
+    }
+    return s;
+}
+
 PeakWindows::PeakWindows(const Buffers& b) : b_(b) {
     std::vector<std::pair<uint64_t, int64_t>> events;  // (instant, row; -1 - row at its end)
     for (uint32_t x = 0; x < b.count(); ++x) {
@@ -84,41 +119,9 @@ PeakWindow PeakWindows::around_peak(size_t max_buffers) const {
     w.from = instants_[lo];
     w.to = instants_[hi];
     w.whole = lo == 0 && hi + 1 == instants_.size();
-    // The window's instance: its buffers, cut to the window. Cutting keeps
-    // every conflict among them (two intervals that meet each other and the
-    // window meet inside it), so its answer is valid for their full lifetimes.
-    std::vector<uint32_t> index_of(n, UINT32_MAX);
     for (uint32_t x = 0; x < n; ++x)
-        if (b.lower[x] < b.upper[x] && b.lower[x] < w.to && b.upper[x] > w.from) {
-            index_of[x] = static_cast<uint32_t>(w.members.size());
-            w.members.push_back(x);
-        }
-    Buffers& s = w.instance;
-    const size_t m = w.members.size();
-    s.lower.resize(m);
-    s.upper.resize(m);
-    s.size.resize(m);
-    s.alignment.resize(m);
-    s.rank.resize(m);
-    for (size_t k = 0; k < m; ++k) {
-        const uint32_t x = w.members[k];
-        s.lower[k] = std::max(b.lower[x], w.from);
-        s.upper[k] = std::min(b.upper[x], w.to);
-        s.size[k] = b.size[x];
-        s.alignment[k] = b.alignment[x];
-    }
-    // Ranks stay in the instance's tie-break order, renumbered 0..m-1.
-    std::vector<uint32_t> by_rank(m);
-    std::iota(by_rank.begin(), by_rank.end(), 0u);
-    std::sort(by_rank.begin(), by_rank.end(),
-              [&](uint32_t i, uint32_t j) { return b.rank[w.members[i]] < b.rank[w.members[j]]; });
-    for (size_t r = 0; r < m; ++r) s.rank[by_rank[r]] = static_cast<uint32_t>(r);
-    if (b.has_partners()) {
-        s.partners.resize(m);
-        for (size_t k = 0; k < m; ++k)
-            for (uint32_t y : b.partners[w.members[k]])
-                if (index_of[y] != UINT32_MAX) s.partners[k].push_back(index_of[y]);
-    }
+        if (b.lower[x] < b.upper[x] && b.lower[x] < w.to && b.upper[x] > w.from) w.members.push_back(x);
+    w.instance = cut_to_window(b, w.members, w.from, w.to);
     return w;
 }
 

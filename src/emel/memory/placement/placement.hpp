@@ -111,6 +111,10 @@ struct PeakWindow {
     std::vector<uint32_t> members;  // the rows of `b` in the window, ascending
     Buffers instance;               // row k is members[k], cut to [from, to)
 };
+// The rows `members` of `b` as an instance of their own, with lifetimes cut
+// to [from, to) (every member must be live there), ranks renumbered in the
+// same order, and partners kept among the members.
+Buffers cut_to_window(const Buffers& b, const std::vector<uint32_t>& members, uint64_t from, uint64_t to);
 // The sweep over an instance's instants is done once; each window is grown
 // from it.
 class PeakWindows {
