@@ -267,7 +267,6 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     best.lower_bound = proven;
     best.optimal = best.end <= proven;
     best.work = work;
-    best.lower_bound = std::max(best.lower_bound, proven);
     return best;
 }
 

@@ -92,17 +92,22 @@ std::vector<uint32_t> order_by_live_peak(const Buffers& b) {
     std::sort(starts.begin(), starts.end());
     starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
     const size_t m = starts.size();
+    // Each live buffer's starts [first, after): its own, up to the first
+    // start at or after its end (where it is live no more).
+    std::vector<uint32_t> first(n, 0), after(n, 0);
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        first[x] = static_cast<uint32_t>(std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin());
+        after[x] = static_cast<uint32_t>(std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin());
+    }
     // Bytes starting at, and ending at or before, each distinct start.
     std::vector<uint64_t> tree(2 * std::max<size_t>(m, 1), 0);
     {
         std::vector<unsigned __int128> delta(m + 1, 0), gone(m + 1, 0);
         for (size_t x = 0; x < n; ++x) {
             if (b.lower[x] >= b.upper[x]) continue;
-            const size_t i = std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin();
-            // The first start at or after the end: live there no more.
-            const size_t j = std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin();
-            delta[i] += b.size[x];
-            gone[j] += b.size[x];
+            delta[first[x]] += b.size[x];
+            gone[after[x]] += b.size[x];
         }
         unsigned __int128 live = 0;
         for (size_t i = 0; i < m; ++i) {
@@ -115,8 +120,7 @@ std::vector<uint32_t> order_by_live_peak(const Buffers& b) {
     std::vector<uint64_t> key(n, 0);  // never-live rows 0
     for (size_t x = 0; x < n; ++x) {
         if (b.lower[x] >= b.upper[x]) continue;
-        size_t l = (std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin()) + m;
-        size_t r = (std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin()) + m;
+        size_t l = first[x] + m, r = after[x] + m;
         uint64_t best = 0;
         for (; l < r; l >>= 1, r >>= 1) {
             if (l & 1) best = std::max(best, tree[l++]);

@@ -631,12 +631,13 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     while (best.end > lo && work - start < budget) {
         const uint64_t capacity = best.end - 1;
         const int kind = step % 2, heuristic = step / 2;
+        // What reaches above the capacity cannot stay: always freed.
+        std::vector<uint32_t> top;
+        for (uint32_t x : in.active)
+            if (best.offset[x] + b.size[x] > capacity) top.push_back(x);
+        if (top.empty()) return;  // the end is a row's outside the search: nothing here lowers it
         ranked.clear();
         if (kind == 0) {
-            std::vector<uint32_t> top;
-            for (uint32_t x : in.active)
-                if (best.offset[x] + b.size[x] > capacity) top.push_back(x);
-            if (top.empty()) return;  // the end is a row's outside the search: nothing here lowers it
             const uint64_t t = b.lower[top[rng.below(top.size())]];
             for (uint32_t x : in.active) {
                 const uint64_t distance = b.lower[x] > t ? b.lower[x] - t : b.upper[x] <= t ? t - b.upper[x] + 1 : 0;
@@ -649,8 +650,7 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         std::nth_element(ranked.begin(), ranked.begin() + (k - 1), ranked.end());
         std::fill(free.begin(), free.end(), 0);
         for (size_t i = 0; i < k; ++i) free[ranked[i].second] = 1;
-        for (uint32_t x : in.active)  // what reaches above the capacity cannot stay
-            if (best.offset[x] + b.size[x] > capacity) free[x] = 1;
+        for (uint32_t x : top) free[x] = 1;
         work += 4 * n;  // the ranking, its partial sort and the marks
         if (work - start >= budget) break;
         const uint64_t share =
@@ -685,6 +685,17 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
     size_t next_top = 0;   // which top buffer to lower next (round robin)
     unsigned widen = 0;    // how far the window reaches past the buffer's lifetime
     unsigned failures = 0;
+    // Wider around the same top buffer, or (too wide, or told to) the next
+    // top buffer's own lifetime; true when it moved to the next top buffer.
+    auto next_window = [&](bool next_top_now) {
+        if (next_top_now || widen >= kWidenings) {
+            widen = 0;
+            ++next_top;
+            return true;
+        }
+        ++widen;
+        return false;
+    };
     while (work - start < budget) {
         // The buffers that reach the end: each must come down for the end to.
         std::vector<uint32_t> tops;
@@ -723,13 +734,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         const size_t freed = freed_rows.size();
         const bool too_large = freed > kWindowFreed;
         if (top_fixed || too_large) {  // this window cannot lower the end: the next one
-            if (too_large || widen >= kWidenings) {
-                widen = 0;
-                ++next_top;
-                if (++failures > tops.size() * (kWidenings + 1)) return;
-            } else {
-                ++widen;
-            }
+            if (next_window(too_large) && ++failures > tops.size() * (kWidenings + 1)) return;
             continue;
         }
         const Buffers sub = cut_to_window(b, freed_rows, from, to);  // nothing cut: they live inside
@@ -765,12 +770,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             failures = 0;
             continue;  // the same top index now names the next buffer still at the end
         }
-        if (widen >= kWidenings) {
-            widen = 0;
-            ++next_top;
-        } else {
-            ++widen;
-        }
+        next_window(false);
         if (++failures > tops.size() * (kWidenings + 1) * 3) return;
     }
 }
