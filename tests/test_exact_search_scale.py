@@ -152,3 +152,19 @@ def test_auto_lowers_large_traces_window_by_window():
     assert chk.valid, chk.problems
     again = mm.place(lower, upper, size, strategy="auto", time_budget_ms=300)
     assert np.array_equal(a.offsets, again.offsets) and a.work == again.work
+
+
+def test_failed_states_settle_a_tight_capacity():
+    # Challenging D posed at 1,030,000 bytes (its bound: 986,112). The
+    # canonical search meets the same states again and again under different
+    # placements of the buffers below; without the table of states already
+    # failed, the racing search spent all of its 4,000 ms there and answered
+    # with the best greedy placement, 1,061,888 (docs/strategies.md §5).
+    path = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging" / "D.1048576.csv"
+    _, lower, upper, size = mm.read_buffers_csv(path)
+    p = mm.place(lower, upper, size, strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
+    assert p.size <= 1_030_000 and p.method == "optimal_search"
+    chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
+    assert chk.valid, chk.problems
+    again = mm.place(lower, upper, size, strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
+    assert np.array_equal(p.offsets, again.offsets) and p.work == again.work

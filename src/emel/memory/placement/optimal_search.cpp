@@ -6,7 +6,9 @@
 //  - dominance: never place a buffer at or above the lowest top any unplaced
 //    buffer could reach (that would leave a gap some buffer must fill later);
 //  - section inference: in every time section, the floor plus the bytes still
-//    to place there must fit under the capacity.
+//    to place there must fit under the capacity;
+//  - failed states: a state already searched without a completion is not
+//    searched again (failed_states.hpp).
 // The search is budgeted in work units (nodes, the conflicts and sections
 // they touch), never in wall time.
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
+#include "emel/memory/placement/failed_states.hpp"
 #include "emel/memory/placement/placement.hpp"
 #include "emel/memory/placement/worker_pool.hpp"
 
@@ -154,7 +157,12 @@ struct CanonicalInstance {
 // its own state over a shared instance, so several can run at once.
 class CanonicalSearch {
   public:
-    explicit CanonicalSearch(const CanonicalInstance& in) : in_(in) {}
+    explicit CanonicalSearch(const CanonicalInstance& in) : in_(in), failed_(in.active.size()) {
+        // Each buffer's two random keys for the state hash (fixed seed).
+        Rng rng;
+        state_keys_.resize(in.n);
+        for (auto& k : state_keys_) k = {rng.next(), rng.next()};
+    }
 
     // One search in preorder `heuristic` under `capacity`: stopped once its
     // work passes `limit`, or once it can no longer settle first in the race
@@ -266,11 +274,16 @@ class CanonicalSearch {
     struct Partition {
         std::vector<uint32_t> buffers;  // in the partition's preorder
         uint32_t first, last;           // its sections [first, last)
+        uint64_t order_hash = 0;        // of `buffers`: a state key holds it
     };
 
     // The buffers of `part`, none placed yet: checked, then split where no
     // buffer spans a time boundary (those ranges are independent from the start).
     Outcome solve_from_start(const Partition& part) {
+        failed_.begin_run();
+        state_ = StateKey{};
+        for (uint32_t x : in_.active) toggle_state(x);
+        ops_ += in_.active.size();
         if (!check(0, part)) return Outcome::Infeasible;
         std::vector<uint32_t> cutpoints{0};
         if (!in_.b.has_partners())
@@ -319,6 +332,7 @@ class CanonicalSearch {
             ops_ += part.buffers.size();
             if (piece.buffers.empty()) continue;
             preorder(piece.buffers);
+            for (uint32_t y : piece.buffers) piece.order_hash = mix64(piece.order_hash + y + 1);
             r = search(piece, 0, 0);
         }
         return r;
@@ -333,7 +347,32 @@ class CanonicalSearch {
         return true;
     }
 
+    // The state hash holds, for every searched buffer, "placed" or its lowest
+    // offset: what is left to search depends on nothing else (an unplaced
+    // buffer goes exactly at its lowest offset when chosen; the floors only
+    // prune). Toggling a buffer's term out, changing it, and toggling it
+    // back in keeps the hash current.
+    void toggle_state(uint32_t x) {
+        const uint64_t v = placed_[x] ? UINT64_MAX : min_offset_[x];
+        state_.a ^= mix64(v ^ state_keys_[x].a);
+        state_.b ^= mix64(v + state_keys_[x].b);
+    }
+
+    // A node of the search: its state, and the canonical order's constraint
+    // on what comes next (at or above prev_offset; at it, after prev_index in
+    // this partition's preorder).
     Outcome search(const Partition& part, uint64_t prev_offset, uint32_t prev_index) {
+        const uint64_t context =
+            mix64(mix64(mix64(prev_offset) ^ (uint64_t{prev_index} << 32 | part.first)) ^ part.order_hash) + part.last;
+        const StateKey key{state_.a ^ context, state_.b + mix64(context ^ 0x5851F42D4C957F2Dull)};
+        ops_ += 2;
+        if (failed_.contains(key)) return Outcome::Infeasible;
+        const Outcome r = search_node(part, prev_offset, prev_index);
+        if (r == Outcome::Infeasible) failed_.insert(key);
+        return r;
+    }
+
+    Outcome search_node(const Partition& part, uint64_t prev_offset, uint32_t prev_index) {
         if (ops_ > ops_limit_) return Outcome::OutOfBudget;
         if (earliest_ && race_key(ops_, heuristic_) > earliest_->load(std::memory_order_relaxed))
             return Outcome::OutOfBudget;  // another search of the race has settled sooner
@@ -374,10 +413,12 @@ class CanonicalSearch {
         for (const auto& [offset, index] : ordering) {
             const uint32_t x = part.buffers[index];
             const size_t mark_min = min_log_.size(), mark_floor = floor_log_.size();
+            const StateKey state_before = state_;
             const bool hatless = place(x, offset);
             Outcome r = Outcome::Infeasible;
             if (check(offset, part)) r = decompose(part, x, offset, index);
             unplace(x, mark_min, mark_floor);
+            state_ = state_before;
             if (r != Outcome::Infeasible) return r;
             // Nothing unplaced lives beside x: it constrained no one, so the
             // failure below does not depend on choosing x; other choices fail too.
@@ -405,7 +446,9 @@ class CanonicalSearch {
     // Places x; true when no unplaced buffer conflicts with it ("hatless").
     bool place(uint32_t x, uint64_t offset) {
         const size_t mark_raised = min_log_.size();
+        toggle_state(x);
         placed_[x] = 1;
+        toggle_state(x);
         open_min_[x] = UINT64_MAX;
         (*offsets_)[x] = offset;
         const uint64_t height = offset + in_.b.size[x];
@@ -415,17 +458,19 @@ class CanonicalSearch {
             hatless = false;
             if (min_offset_[y] >= height) continue;
             min_log_.push_back({y, min_offset_[y]});
+            toggle_state(y);
             auto raised = checked_align_up(height, in_.b.alignment[y]);
             min_offset_[y] = raised ? *raised : UINT64_MAX;
             if (with_obstacles_ && raised) min_offset_[y] = clear_of_obstacles(y, min_offset_[y]);
             open_min_[y] = min_offset_[y];
+            toggle_state(y);
         }
         for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) {
             floor_log_.push_back({s, floor_[s]});
             floor_[s] = height;
             total_[s] -= in_.b.size[x];
         }
-        ops_ += in_.conflicts[x].size() + (in_.to[x] - in_.from[x]);
+        ops_ += in_.conflicts[x].size() + (in_.to[x] - in_.from[x]) + 2 * (min_log_.size() - mark_raised + 1);
         // A section's floor is at least the lowest offset any unplaced buffer in
         // it can take: revisit the sections of the buffers whose offsets rose.
         ++stamp_;
@@ -493,6 +538,11 @@ class CanonicalSearch {
     Turnstile* turns_ = nullptr;
     // run_around(): each free buffer's fixed conflicting buffers, (offset, top) by offset.
     bool with_obstacles_ = false;
+    // Failed states (failed_states.hpp): the current state's hash, and each
+    // buffer's two random keys for it.
+    FailedStates failed_;
+    StateKey state_;
+    std::vector<StateKey> state_keys_;
     std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles_;
 };
 
@@ -803,6 +853,20 @@ SearchCosts search_costs(const Buffers& b) {
     return c;
 }
 
+namespace {
+
+// Where sweep k of the capacity ladder cuts the gap, in 64ths: the middle
+// first, then fractions spread over [1/4, 3/4] by the golden ratio. Whether
+// a capacity settles within a share is erratic (challenging D at 8,000 ms:
+// 1,028,000, 1,030,000 and 1,036,000 found, 1,038,000 not), so each sweep
+// tries capacities the earlier ones did not: D 1.0540 -> 1.0457 of the bound
+// at 10,000 ms.
+uint64_t sweep_cut(uint64_t sweep) {
+    return sweep == 0 ? 32 : 16 + (sweep * 40503u % 65536u) / 2048u;
+}
+
+}  // namespace
+
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent,
                         uint64_t neighbourhood_budget) {
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
@@ -850,6 +914,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t share = std::max<uint64_t>(descent, uint64_t{1} << 20);
     uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;
+    uint64_t sweep = 0;
     const uint64_t full_budget = work_budget;
     work_budget -= std::min(work_budget - work, neighbourhood_budget);  // the ladder's part
     while (lo < hi && capacity < hi && work < work_budget) {
@@ -885,8 +950,9 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
             tried_high = 0;
             share = std::min(share * 2, work_budget);
             from = lo;
+            ++sweep;
         }
-        capacity = from + (hi - from) / 2;
+        capacity = from + static_cast<uint64_t>(static_cast<unsigned __int128>(hi - from) * sweep_cut(sweep) / 64);
     }
     if (lo < hi && work < full_budget) {
         // Deep neighbourhoods recurse as deep as the ladder's searches: on a stack as large.
