@@ -32,7 +32,7 @@ class FailedStates {
   public:
     explicit FailedStates(size_t searched_buffers) {
         // 256 slots a buffer, 2^10..2^18 (16 KiB..4 MiB): challenging D (213
-        // buffers) settles capacities 1.5-8x sooner than without the table,
+        // buffers) and J settle capacities 1.4-8x sooner than without the table,
         // and a quarter of the slots loses some of that.
         size_t slots = size_t{1} << 10;
         while (slots < (size_t{1} << 18) && slots < searched_buffers * 256) slots *= 2;
