@@ -11,14 +11,9 @@
 #include <cstdlib>
 #include <memory>
 
-namespace emel::memory {
+#include "emel/memory/placement/placement.hpp"  // mix64
 
-// splitmix64's finaliser: spreads every input bit over the output.
-inline uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+namespace emel::memory {
 
 struct StateKey {
     uint64_t a = 0, b = 0;

@@ -98,7 +98,7 @@ struct CanonicalInstance {
         // would then cut every branch: a false infeasibility proof.)
         std::vector<uint64_t> ends;
         for (size_t x = 0; x < n; ++x)
-            if (b_.lower[x] < b_.upper[x] && b_.size[x] > 0) {
+            if (b_.searched(static_cast<uint32_t>(x))) {
                 active.push_back(static_cast<uint32_t>(x));
                 ends.push_back(b_.upper[x]);
             }
@@ -751,15 +751,15 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         std::vector<uint32_t> tops;
         uint64_t end = 0;
         for (uint32_t x = 0; x < n; ++x)
-            if (b.lower[x] < b.upper[x] && b.size[x] > 0) end = std::max(end, best.offset[x] + b.size[x]);
+            if (b.searched(x)) end = std::max(end, best.offset[x] + b.size[x]);
         for (uint32_t x = 0; x < n; ++x)
-            if (b.lower[x] < b.upper[x] && b.size[x] > 0 && best.offset[x] + b.size[x] == end) tops.push_back(x);
+            if (b.searched(x) && best.offset[x] + b.size[x] == end) tops.push_back(x);
         work += 2 * n;
         if (end < best.end) {  // every top came down: a smaller arena
             best.end = end;
             best.method = "window_neighbourhood_search";
             for (uint32_t x = 0; x < n; ++x)  // rows outside every search at 0, as the exact search leaves them
-                if (!(b.lower[x] < b.upper[x] && b.size[x] > 0)) best.offset[x] = 0;
+                if (!b.searched(x)) best.offset[x] = 0;
         }
         if (tops.empty() || end == 0) return;
         const uint32_t p = tops[next_top % tops.size()];
@@ -772,7 +772,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         std::vector<uint32_t> freed_rows, crossing;
         bool top_fixed = false;
         for (uint32_t x = 0; x < n; ++x) {
-            if (!(b.lower[x] < b.upper[x] && b.size[x] > 0) || b.lower[x] >= to || b.upper[x] <= from) continue;
+            if (!b.searched(x) || b.lower[x] >= to || b.upper[x] <= from) continue;
             if (b.lower[x] >= from && b.upper[x] <= to) {
                 freed_rows.push_back(x);
             } else {
@@ -809,7 +809,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         uint64_t spent = 0;
         Outcome r = Outcome::OutOfBudget;
         auto run = [&] {
-            r = search.run_around(end - 1, static_cast<int>(failures % 3), share, free, fixed, offsets, spent, &obstacles);
+            r = search.run_around(end - 1, static_cast<int>(failures % CanonicalSearch::kHeuristics), share, free, fixed, offsets, spent, &obstacles);
         };
         if (freed <= kCallerStackLevels) run();
         else if (!run_on_stack(kStackBase + kStackPerLevel * freed, run)) return;
@@ -829,7 +829,7 @@ SearchCosts search_costs(const Buffers& b) {
     // The searched buffers: live, holding bytes.
     std::vector<uint64_t> starts, ends;
     for (size_t x = 0; x < b.count(); ++x)
-        if (b.lower[x] < b.upper[x] && b.size[x] > 0) {
+        if (b.searched(static_cast<uint32_t>(x))) {
             starts.push_back(b.lower[x]);
             ends.push_back(b.upper[x]);
         }

@@ -26,6 +26,9 @@ struct Buffers {
     bool live_together(uint32_t a, uint32_t b) const {
         return lower[a] < upper[b] && lower[b] < upper[a];
     }
+    // Live at some instant and holding bytes: the rows the exact search
+    // places (the others constrain nothing and stay at offset 0).
+    bool searched(uint32_t x) const { return lower[x] < upper[x] && size[x] > 0; }
 };
 
 struct Placement {
@@ -50,15 +53,17 @@ struct PlacementOverflow : std::exception {
     const char* what() const noexcept override { return "placement exceeds 2^64-1 bytes"; }
 };
 
+// splitmix64's finaliser: spreads every input bit over the output.
+inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 // splitmix64: a fixed-seed generator, so every run makes the same choices.
 struct Rng {
     uint64_t state = 0x9E3779B97F4A7C15ull;
-    uint64_t next() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next() { return mix64(state += 0x9E3779B97F4A7C15ull); }
     size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
 };
 
