@@ -99,6 +99,15 @@ def test_search_not_built_when_the_budget_cannot_pay_for_it():
     assert a.work <= 200 * 900_000 + 3 * g.work  # the budget, plus one first pass and its sort
 
 
+def assert_valid_and_repeatable(lower, upper, size, p, **place_args):
+    """`p` passes the independent overlap check (bench/peers.py), and the
+    same call again gives the same offsets for the same work."""
+    chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
+    assert chk.valid, chk.problems
+    again = mm.place(lower, upper, size, **place_args)
+    assert np.array_equal(p.offsets, again.offsets) and p.work == again.work
+
+
 def test_auto_searches_the_neighbourhood_of_its_peak():
     # 600 random buffers at 400 ms: the capacity ladder stops at 1.0344 of
     # the bound (all of `optimal`'s budget); `auto`'s ladder gets three
@@ -107,14 +116,12 @@ def test_auto_searches_the_neighbourhood_of_its_peak():
     # ones searched again under the best end) the last quarter: 1.0268.
     lower, upper, size = synthetic_traces.generate("uniform", 600, 0)
     o = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=400)
-    a = mm.place(lower, upper, size, strategy="auto", time_budget_ms=400)
+    args = dict(strategy="auto", time_budget_ms=400)
+    a = mm.place(lower, upper, size, **args)
     assert a.method == "neighbourhood_search"
     assert a.size <= 1.03 * a.lower_bound < o.size
     assert a.work <= 400 * 900_000
-    chk = peers.check_placement(lower, upper, size, a.offsets, reported_size=a.size)
-    assert chk.valid, chk.problems
-    again = mm.place(lower, upper, size, strategy="auto", time_budget_ms=400)
-    assert np.array_equal(a.offsets, again.offsets) and a.work == again.work
+    assert_valid_and_repeatable(lower, upper, size, a, **args)
 
 
 def test_neighbourhood_answers_are_valid_and_aligned():
@@ -143,15 +150,13 @@ def test_auto_lowers_large_traces_window_by_window():
     # obstacle. First fit by size gives 1.0391 of the bound; at 300 ms the
     # windows bring it to 1.0309.
     lower, upper, size = synthetic_traces.generate("uniform", 20_000, 0)
-    a = mm.place(lower, upper, size, strategy="auto", time_budget_ms=300)
+    args = dict(strategy="auto", time_budget_ms=300)
+    a = mm.place(lower, upper, size, **args)
     first = mm.place(lower, upper, size, strategy="greedy_by_size", fit="first")
     assert a.method == "window_neighbourhood_search"
     assert a.size <= 1.035 * a.lower_bound and first.size >= 1.039 * first.lower_bound
     assert a.work <= 300 * 900_000
-    chk = peers.check_placement(lower, upper, size, a.offsets, reported_size=a.size)
-    assert chk.valid, chk.problems
-    again = mm.place(lower, upper, size, strategy="auto", time_budget_ms=300)
-    assert np.array_equal(a.offsets, again.offsets) and a.work == again.work
+    assert_valid_and_repeatable(lower, upper, size, a, **args)
 
 
 def test_failed_states_settle_a_tight_capacity():
@@ -162,9 +167,7 @@ def test_failed_states_settle_a_tight_capacity():
     # with the best greedy placement, 1,061,888 (docs/strategies.md §5).
     path = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging" / "D.1048576.csv"
     _, lower, upper, size = mm.read_buffers_csv(path)
-    p = mm.place(lower, upper, size, strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
+    args = dict(strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
+    p = mm.place(lower, upper, size, **args)
     assert p.size <= 1_030_000 and p.method == "optimal_search"
-    chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
-    assert chk.valid, chk.problems
-    again = mm.place(lower, upper, size, strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
-    assert np.array_equal(p.offsets, again.offsets) and p.work == again.work
+    assert_valid_and_repeatable(lower, upper, size, p, **args)
