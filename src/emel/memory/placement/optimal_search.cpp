@@ -8,7 +8,9 @@
 //  - section inference: in every time section, the floor plus the bytes still
 //    to place there must fit under the capacity;
 //  - failed states: a state already searched without a completion is not
-//    searched again (failed_states.hpp).
+//    searched again (failed_states.hpp);
+//  - twins: of buffers the search cannot tell apart, each is placed only
+//    after the one before it (one order of a stack, not all of them).
 // The search is budgeted in work units (nodes, the conflicts and sections
 // they touch), never in wall time.
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/placement/failed_states.hpp"
@@ -136,6 +139,20 @@ struct CanonicalInstance {
             for (uint32_t x : active)
                 for (uint32_t y : b_.partners[x])
                     if (from[y] < to[y] && !b_.live_together(x, y)) conflicts[x].push_back(y);
+        // Twins: buffers the search cannot tell apart (the same sections, so
+        // the same conflicts; the same size and alignment; no partners). Any
+        // placement stays valid with twins swapped, so a twin is placed only
+        // after the one before it, and no stack is searched in two orders.
+        twin_before.assign(n, kNoTwin);
+        std::vector<uint32_t> xs;
+        for (uint32_t x : active)
+            if (!b_.has_partners() || b_.partners[x].empty()) xs.push_back(x);
+        const auto twin_key = [&](uint32_t x) { return std::tie(from[x], to[x], b_.size[x], b_.alignment[x]); };
+        std::sort(xs.begin(), xs.end(), [&](uint32_t x, uint32_t y) {
+            return std::tuple_cat(twin_key(x), std::tie(x)) < std::tuple_cat(twin_key(y), std::tie(y));
+        });
+        for (size_t i = 1; i < xs.size(); ++i)
+            if (twin_key(xs[i - 1]) == twin_key(xs[i])) twin_before[xs[i]] = xs[i - 1];
         initial_total.assign(sections, 0);
         for (uint32_t x : active)
             for (uint32_t s = from[x]; s < to[x]; ++s) initial_total[s] += b_.size[x];
@@ -151,6 +168,8 @@ struct CanonicalInstance {
     std::vector<std::vector<uint32_t>> in_section, conflicts;
     std::vector<uint64_t> initial_total;
     std::vector<uint32_t> initial_cuts;
+    static constexpr uint32_t kNoTwin = UINT32_MAX;
+    std::vector<uint32_t> twin_before;  // the twin placed before each buffer, or kNoTwin
 };
 
 // One decision problem: do the buffers fit below `capacity`? A search holds
@@ -172,6 +191,7 @@ class CanonicalSearch {
     Outcome run(uint64_t capacity, int heuristic, uint64_t limit, const std::atomic<uint64_t>* earliest,
                 Turnstile* turns, std::vector<uint64_t>& offsets, uint64_t& work) {
         reset(capacity, heuristic, limit, earliest, turns, offsets);
+        twins_ = true;
         const Outcome r = solve_from_start(Partition{in_.active, 0, static_cast<uint32_t>(in_.sections)});
         work += ops_;
         return r;
@@ -216,6 +236,7 @@ class CanonicalSearch {
             min_offset_[y] = open_min_[y] = clear_of_obstacles(y, 0);
         }
         with_obstacles_ = true;
+        twins_ = given == nullptr;
         const Outcome r = solve_from_start(part) == Outcome::Found ? Outcome::Found : Outcome::OutOfBudget;
         with_obstacles_ = false;
         work += ops_;
@@ -400,6 +421,7 @@ class CanonicalSearch {
             const uint32_t x = part.buffers[k];
             const uint64_t offset = min_offset_[x];
             if (placed_[x] || offset >= min_height) continue;
+            if (twins_ && in_.twin_before[x] != CanonicalInstance::kNoTwin && !placed_[in_.twin_before[x]]) continue;
             if (offset < prev_offset || (offset == prev_offset && k < prev_index)) continue;
             if (offset > capacity_ || in_.b.size[x] > capacity_ - offset) continue;
             ordering.emplace_back(offset, k);
@@ -538,6 +560,9 @@ class CanonicalSearch {
     Turnstile* turns_ = nullptr;
     // run_around(): each free buffer's fixed conflicting buffers, (offset, top) by offset.
     bool with_obstacles_ = false;
+    // Twins go in order (CanonicalInstance::twin_before), unless obstacles
+    // from outside the instance can tell them apart.
+    bool twins_ = true;
     // Failed states (failed_states.hpp): the current state's hash, and each
     // buffer's two random keys for it.
     FailedStates failed_;
@@ -842,8 +867,8 @@ SearchCosts search_costs(const Buffers& b) {
         while (e < ends.size() && ends[e] <= starts[i]) ++e;
         c.conflict_pairs += i - std::min(i, e);
     }
-    // Building: a sort of every buffer and each conflict pair twice.
-    c.build = b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1))) + 2 * c.conflict_pairs;
+    // Building: two sorts of every buffer (by start; twins) and each conflict pair twice.
+    c.build = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1))) + 2 * c.conflict_pairs;
     // A descent: each of the race's searches places every searched buffer
     // once; each node sorts its partition's buffers and checks its sections
     // (one per distinct end): 4n + sections.
