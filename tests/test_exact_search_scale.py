@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import emel.memory as mm
 
@@ -160,28 +161,22 @@ def test_auto_lowers_large_traces_window_by_window():
     assert_valid_and_repeatable(lower, upper, size, a, **args)
 
 
-def test_failed_states_settle_a_tight_capacity():
-    # Challenging D posed at 1,030,000 bytes (its bound: 986,112). The
-    # canonical search meets the same states again and again under different
-    # placements of the buffers below; without the table of states already
-    # failed, the racing search spent all of its 4,000 ms there and answered
-    # with the best greedy placement, 1,061,888 (docs/strategies.md §5).
+# Challenging D (bound 986,112) posed at capacities that each pruning rule of
+# docs/strategies.md §5 made the search settle within the budget:
+#  - failed states, 1,030,000 at 4,000 ms: the canonical search meets the same
+#    states again and again under different placements of the buffers below;
+#    without the table of states already failed, the race spent all of its
+#    budget and answered with the best greedy placement, 1,061,888;
+#  - twins, 1,024,256 at 4,400 ms (where OmniMalloc's supermalloc lands, 1.0384
+#    of the bound): D has 17 buffers with the lifetime and size of another,
+#    and placing such twins in one order only spares the search the same stack
+#    in other orders. It settles in 2.75G units of the 2.97G the budget gives
+#    the capacity; before, 2.97G was not enough and the answer was 1,039,360.
+@pytest.mark.parametrize("capacity, budget_ms", [(1_030_000, 4000), (1_024_256, 4400)],
+                         ids=["failed_states", "twins"])
+def test_search_settles_tight_capacities(capacity, budget_ms):
     _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / "D.1048576.csv")
-    args = dict(strategy="optimal", capacity=1_030_000, time_budget_ms=4000)
+    args = dict(strategy="optimal", capacity=capacity, time_budget_ms=budget_ms)
     p = mm.place(lower, upper, size, **args)
-    assert p.size <= 1_030_000 and p.method == "optimal_search"
-    assert_valid_and_repeatable(lower, upper, size, p, **args)
-
-
-def test_twins_settle_a_tighter_capacity():
-    # D again, at 1,024,256 bytes (where OmniMalloc's supermalloc lands, 1.0384
-    # of the bound): D has 17 buffers with the lifetime and size of another.
-    # Placing such twins in one order only spares the search the same stack
-    # in other orders: it settles here in 2.75G units of the 2.97G this
-    # budget gives the capacity, where it needed more than 2.97G before and
-    # answered 1,039,360 (docs/strategies.md §5).
-    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / "D.1048576.csv")
-    args = dict(strategy="optimal", capacity=1_024_256, time_budget_ms=4400)
-    p = mm.place(lower, upper, size, **args)
-    assert p.size <= 1_024_256 and p.method == "optimal_search"
+    assert p.size <= capacity and p.method == "optimal_search"
     assert_valid_and_repeatable(lower, upper, size, p, **args)
