@@ -1,4 +1,4 @@
-"""bench/peers.py's placement checker and lower bound, and bench/synthetic_traces.py's generators.
+"""bench/peers.py's placement checker and lower bound, bench/synthetic_traces.py's generators, and bench/settle_rate.py's posing.
 
 Needs neither OmniMalloc nor MiniMalloc (the bench imports them only when it runs them)."""
 
@@ -133,3 +133,33 @@ def test_auto_budgets_are_parsed_and_checked():
         peers.main(["--skip-peers", "--auto-budgets", "500,x", "--instances", "none"])
     with pytest.raises(SystemExit):
         peers.main(["--skip-peers", "--auto-budgets", "0"])
+
+
+def test_settle_rate_poses_each_solver_the_capacity_asked(tmp_path):
+    # A stand-in for the MiniMalloc binary that logs its arguments and answers
+    # as MiniMalloc does when out of time. bench/settle_rate.py once posed the
+    # file's capacity (1,048,576) instead of the one asked.
+    pytest.importorskip("emel.memory")
+    import json
+    import settle_rate
+    log = tmp_path / "args.txt"
+    fake = tmp_path / "minimalloc"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                    "sys.stderr.write('DEADLINE_EXCEEDED: out of time\\n'); sys.exit(1)\n")
+    fake.chmod(0o755)
+    out = tmp_path / "settle.json"
+    # Capacities above greedy's 1.309 of the bound: emel settles both at once.
+    assert settle_rate.main(["--instances", "D", "--points", "2", "--from", "1.32", "--to", "1.33",
+                             "--seconds", "0.2", "--minimalloc", str(fake), "--out", str(out)]) == 0
+    records = json.loads(out.read_text())["records"]
+    capacities = sorted({r["capacity"] for r in records})
+    bound = records[0]["bound"]
+    assert capacities == [int(bound * 1.32), int(bound * 1.33)]
+    asked = sorted(int(a.split("=")[1]) for line in log.read_text().splitlines()
+                   for a in line.split() if a.startswith("--capacity="))
+    assert asked == capacities
+    for r in records:
+        if r["solver"] == "emel":
+            assert r["settled"] and r["size"] <= r["capacity"]
+        if r["solver"] == "minimalloc":
+            assert not r["settled"] and r["status"] == "timeout"
