@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import statistics
 import sys
 import time
@@ -88,6 +89,11 @@ def minimalloc_solver(binary: str, seconds: float):
         # the contender poses inst.capacity: here the capacity asked, not the file's
         offsets, _, status, _ = contender.run(dataclasses.replace(inst, capacity=capacity), states[inst.name])
         return offsets, None, status
+
+    def close():  # the contender's temp dirs (CSV in and out), as peers.run_instance removes them
+        for state in states.values():
+            shutil.rmtree(state[1], ignore_errors=True)
+    solve.close = close
     return solve
 
 
@@ -125,6 +131,7 @@ def main(argv=None) -> int:
         capacities = sorted({int(inst.bound * (args.lo + (args.hi - args.lo) * k / steps))
                              for k in range(args.points)})
         for k, capacity in enumerate(capacities):
+            here = []  # this capacity's records
             for name in names[k % len(names):] + names[:k % len(names)]:
                 t = time.perf_counter()
                 offsets, reported, status = solvers[name](inst, capacity)
@@ -135,12 +142,12 @@ def main(argv=None) -> int:
                     if not chk.valid:
                         raise SystemExit(f"{name} on {inst.name} at {capacity}: invalid answer {chk.problems[:3]}")
                     settled, end = not chk.over_capacity, chk.max_end
-                records.append({"instance": inst.name, "bound": inst.bound, "capacity": capacity,
-                                "ratio": capacity / inst.bound, "solver": name, "settled": settled,
-                                "status": status, "size": end if settled else None, "seconds": seconds})
+                here.append({"instance": inst.name, "bound": inst.bound, "capacity": capacity,
+                             "ratio": capacity / inst.bound, "solver": name, "settled": settled,
+                             "status": status, "size": end if settled else None, "seconds": seconds})
+            records += here
             print(f"{inst.name} {capacity} ({capacity / inst.bound:.4f}): " + "  ".join(
-                f"{r['solver']} {'yes' if r['settled'] else 'no '} {r['seconds']:.2f}s"
-                for r in records if r["instance"] == inst.name and r["capacity"] == capacity), flush=True)
+                f"{r['solver']} {'yes' if r['settled'] else 'no '} {r['seconds']:.2f}s" for r in here), flush=True)
         for name in names:
             mine = [r for r in records if r["instance"] == inst.name and r["solver"] == name]
             won = [r for r in mine if r["settled"]]
@@ -158,6 +165,9 @@ def main(argv=None) -> int:
                        ("total_s", "total s", ".1f")])
     for m in missing:
         print(f"missing: {m}")
+    for solve in solvers.values():
+        if hasattr(solve, "close"):
+            solve.close()
     write_json("settle_rate", {"settings": vars(args), "missing": missing, "records": records,
                                "table": rows}, args.out)
     return 0

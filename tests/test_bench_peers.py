@@ -1,4 +1,5 @@
-"""bench/peers.py's placement checker and lower bound, bench/synthetic_traces.py's generators, and bench/settle_rate.py's posing.
+"""bench/peers.py's placement checker and lower bound, bench/synthetic_traces.py's generators,
+and the capacity bench/settle_rate.py poses.
 
 Needs neither OmniMalloc nor MiniMalloc (the bench imports them only when it runs them)."""
 
