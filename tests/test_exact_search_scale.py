@@ -180,3 +180,36 @@ def test_search_settles_tight_capacities(capacity, budget_ms):
     p = mm.place(lower, upper, size, **args)
     assert p.size <= capacity and p.method == "optimal_search"
     assert_valid_and_repeatable(lower, upper, size, p, **args)
+
+
+# Kept failures (failed_states.hpp, strategies.md §5): a state that failed
+# under a capacity fails under every smaller one, so the ladder's attempts
+# keep their failures for each other. `auto` without a capacity, before (a
+# new table every attempt) -> with them: E at 1,000 ms 1,137,664 ->
+# 1,124,352; seeded uniform 400 at 2,000 ms 59,823,539 -> 59,556,350.
+def _challenging(name):
+    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / f"{name}.1048576.csv")
+    return lower, upper, size
+
+
+@pytest.mark.parametrize("instance, budget_ms, at_most", [
+    (lambda: _challenging("E"), 1000, 1_124_352),
+    (lambda: synthetic_traces.generate("uniform", 400, 1), 2000, 59_556_350),
+], ids=["E", "uniform-400"])
+def test_ladder_attempts_keep_their_failures(instance, budget_ms, at_most):
+    lower, upper, size = instance()
+    p = mm.place(lower, upper, size, strategy="auto", time_budget_ms=budget_ms)
+    assert p.size <= at_most
+    assert_valid_and_repeatable(lower, upper, size, p, strategy="auto", time_budget_ms=budget_ms)
+
+
+def test_neighbourhood_rounds_deepen():
+    # D's top is held by four buffers spanning most of the timeline: round
+    # after round of neighbourhoods at the same shares found nothing
+    # (1,039,360, the ladder's answer, at 4,000 ms). Each fruitless round now
+    # doubles the shares of the next, and a deeper one lowers it.
+    lower, upper, size = _challenging("D")
+    p = mm.place(lower, upper, size, strategy="auto", time_budget_ms=4000)
+    assert p.size <= 1_038_336 and p.method == "neighbourhood_search"
+    chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)
+    assert chk.valid, chk.problems

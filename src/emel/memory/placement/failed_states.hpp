@@ -5,11 +5,18 @@
 // lowest offsets. Such a state is remembered by a 128-bit key, so it is
 // recognised again without searching it (a false match needs two
 // independent 64-bit hashes to collide at once).
+//
+// Two kinds of entry: the current run's failures, and those kept from
+// earlier runs (`commit`), each with the capacity it was proven under. A
+// state that cannot be completed below a capacity cannot be completed below
+// a smaller one either, so a kept failure holds for every later run at that
+// capacity or below.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "emel/memory/placement/placement.hpp"  // mix64
 
@@ -26,7 +33,7 @@ struct StateKey {
 class FailedStates {
   public:
     explicit FailedStates(size_t searched_buffers) {
-        // 256 slots a buffer, 2^10..2^18 (16 KiB..4 MiB): challenging D (213
+        // 256 slots a buffer, 2^10..2^18 (48 KiB..12 MiB): challenging D (213
         // buffers) and J settle capacities 1.4-8x sooner than without the table,
         // and a quarter of the slots loses some of that.
         size_t slots = size_t{1} << 10;
@@ -34,34 +41,83 @@ class FailedStates {
         mask_ = slots - 1;
     }
 
-    // A new search: earlier entries no longer match (the run number is in
-    // every key), so nothing needs clearing.
-    void begin_run() { ++run_; }
+    // A new search: the current run's earlier entries no longer match (the
+    // run number is in every slot), so nothing needs clearing.
+    void begin_run() {
+        ++run_;
+        written_.clear();
+    }
 
-    bool contains(StateKey k) const {
+    bool failed_in_run(StateKey k) const {
         if (!slots_) return false;
         const Slot& s = slots_.get()[k.a & mask_];
-        return s.a == k.a && s.b == (k.b ^ mix64(run_));
+        return s.run == run_ && s.a == k.a && s.b == k.b;
+    }
+
+    // Failed in a committed run under `capacity` or more.
+    bool failed_at_or_above(StateKey k, uint64_t capacity) const {
+        if (!slots_) return false;
+        const Slot& s = slots_.get()[k.a & mask_];
+        return s.kept_a == k.a && s.kept_b == k.b && s.kept_capacity >= capacity;
     }
 
     void insert(StateKey k) {
         if (!slots_) {
             // calloc: large tables come as untouched zero pages, paid for
-            // only where a search writes.
+            // only where a search writes. An all-zero slot matches no key:
+            // runs count from 1, and a kept key is (0, 0) by a 2^-128 chance.
             slots_.reset(static_cast<Slot*>(std::calloc(mask_ + 1, sizeof(Slot))));
             if (!slots_) return;  // no memory: the search goes on without the table
         }
-        slots_.get()[k.a & mask_] = Slot{k.a, k.b ^ mix64(run_)};
+        const size_t i = k.a & mask_;
+        Slot& s = slots_.get()[i];
+        s.a = k.a;
+        s.b = k.b;
+        s.run = run_;
+        if (written_.size() <= mask_) written_.push_back(static_cast<uint32_t>(i));
+    }
+
+    // Keeps the current run's failures, proven under `capacity`, for later
+    // runs. Only a run whose course does not depend on the threads' timing
+    // may be kept (the race commits those), or the table, and with it every
+    // later search, would differ from one run of the program to the next.
+    // Returns the work it took: a visit to each slot the run wrote, or to
+    // all of them when it wrote more than that.
+    uint64_t commit(uint64_t capacity) {
+        if (!slots_) return 0;
+        Slot* slots = slots_.get();
+        auto keep = [&](size_t i) {
+            Slot& s = slots[i];
+            if (s.run != run_) return;
+            if (s.kept_a == s.a && s.kept_b == s.b && s.kept_capacity >= capacity) return;
+            s.kept_a = s.a;
+            s.kept_b = s.b;
+            s.kept_capacity = capacity;
+        };
+        uint64_t visits = 0;
+        if (written_.size() <= mask_) {
+            for (uint32_t i : written_) keep(i);
+            visits = written_.size();
+        } else {
+            for (size_t i = 0; i <= mask_; ++i) keep(i);
+            visits = mask_ + 1;
+        }
+        written_.clear();
+        return visits;
     }
 
   private:
+    // A slot holds the current run's failure and the kept one beside it:
+    // both are looked up at the same key, within one cache line.
     struct Slot {
-        uint64_t a, b;
+        uint64_t a, b, run;
+        uint64_t kept_a, kept_b, kept_capacity;
     };
     struct Free {
         void operator()(Slot* p) const { std::free(p); }
     };
     std::unique_ptr<Slot, Free> slots_;
+    std::vector<uint32_t> written_;  // the slots this run wrote, while fewer than the slots
     size_t mask_ = 0;
     uint64_t run_ = 0;
 };

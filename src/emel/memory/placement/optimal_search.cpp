@@ -243,6 +243,10 @@ class CanonicalSearch {
         return r;
     }
 
+    // Keeps this run's failures for the later runs (failed_states.hpp);
+    // returns the work it took.
+    uint64_t keep_failures() { return failed_.commit(capacity_); }
+
     // Which search of a race settles first: the one with the lowest key, the
     // work it did to settle, then its preorder.
     static uint64_t race_key(uint64_t work, int heuristic) {
@@ -387,7 +391,11 @@ class CanonicalSearch {
             mix64(mix64(mix64(prev_offset) ^ (uint64_t{prev_index} << 32 | part.first)) ^ part.order_hash) + part.last;
         const StateKey key{state_.a ^ context, state_.b + mix64(context ^ 0x5851F42D4C957F2Dull)};
         ops_ += 2;
-        if (failed_.contains(key)) return Outcome::Infeasible;
+        // A failure kept from an earlier run holds here when it was proven
+        // under this capacity or more, but never in a neighbourhood: there
+        // the obstacles are part of the state.
+        if (failed_.failed_in_run(key) || (!with_obstacles_ && failed_.failed_at_or_above(key, capacity_)))
+            return Outcome::Infeasible;
         const Outcome r = search_node(part, prev_offset, prev_index);
         if (r == Outcome::Infeasible) failed_.insert(key);
         return r;
@@ -668,8 +676,16 @@ class PreorderRace {
         const uint64_t won = earliest.load();
         const uint64_t charged_up_to = won == UINT64_MAX ? share : won / kSearches;
         for (int h = 0; h < kSearches; ++h) work += std::min(spent[h], charged_up_to);
-        if (won == UINT64_MAX) return Outcome::OutOfBudget;
+        // Failures kept for the later attempts, from the searches whose
+        // course did not depend on the threads' timing: all of them when none
+        // settled (each ran to its share), else the winner only (a loser
+        // stops wherever the winner's news found it).
+        if (won == UINT64_MAX) {
+            for (auto& search : searches_) work += search.keep_failures();
+            return Outcome::OutOfBudget;
+        }
         const int winner = static_cast<int>(won % kSearches);
+        work += searches_[winner].keep_failures();
         if (outcome[winner] == Outcome::Found) offsets = std::move(found[winner]);
         return outcome[winner];
     }
@@ -691,6 +707,9 @@ class PreorderRace {
 // time to a buffer that reaches the top (its start), and the `m` highest
 // tops. Sizes from 16 buffers, doubling through both neighbourhoods and the
 // three preorders while nothing is found, again from 16 after a success.
+// A round through every size that found nothing would find nothing again
+// (the highest tops are the same, and few buffers reach the top), so each
+// such round gives every attempt twice the work of the round before.
 void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uint64_t budget, uint64_t& work) {
     const Buffers& b = in.b;
     const size_t n = in.active.size();
@@ -701,7 +720,8 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     std::vector<std::pair<uint64_t, uint32_t>> ranked;  // (key, buffer): the lowest keys are freed
     Rng rng;
     size_t m = 16;
-    int step = 0;  // neighbourhood x preorder
+    int step = 0;         // neighbourhood x preorder
+    unsigned deeper = 0;  // rounds through every size without a success
     const uint64_t start = work;
     while (best.end > lo && work - start < budget) {
         const uint64_t capacity = best.end - 1;
@@ -728,8 +748,8 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         for (uint32_t x : top) free[x] = 1;
         work += 4 * n;  // the ranking, its partial sort and the marks
         if (work - start >= budget) break;
-        const uint64_t share =
-            std::min<uint64_t>(budget - (work - start), std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k));
+        const uint64_t round_share = std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k) << std::min(deeper, 40u);
+        const uint64_t share = std::min<uint64_t>(budget - (work - start), round_share);
         uint64_t spent = 0;
         const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
         work += std::min(spent, share);  // as the race charges: a search stops within a node of its share
@@ -741,10 +761,12 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
             best.method = "neighbourhood_search";
             m = 16;
             step = 0;
+            deeper = 0;
             continue;
         }
         if (++step == 2 * CanonicalSearch::kHeuristics) {
             step = 0;
+            if (m >= n) ++deeper;
             m = m >= n ? 16 : m * 2;
         }
     }
