@@ -154,6 +154,47 @@ def test_optimal_claims_hold_with_twins():
         assert results["optimal"].size == truth, (lower, upper, size)
 
 
+def fits_under(lower, upper, size, capacity):
+    """Whether integer offsets in [0, capacity - size] exist that keep every
+    two rows live together apart: backtracking over every offset, rows by
+    start. Independent of the core, and complete (offsets are integers)."""
+    rows = sorted(range(len(size)), key=lambda i: (lower[i], i))
+    offset = {}
+
+    def apart(x, o, y):
+        live_together = lower[x] < upper[y] and lower[y] < upper[x]
+        return not live_together or o + size[x] <= offset[y] or offset[y] + size[y] <= o
+
+    def place(k):
+        if k == len(rows):
+            return True
+        x = rows[k]
+        for o in range(capacity - size[x] + 1):
+            if all(apart(x, o, y) for y in offset):
+                offset[x] = o
+                if place(k + 1):
+                    return True
+                del offset[x]
+        return False
+
+    return place(0)
+
+
+def test_proof_above_the_peak():
+    # An optimum above the peak of live bytes (11): greedy gives 13, the
+    # ladder proves 11 infeasible, then finds 12 and proves it. Failures kept
+    # from the attempt at 11 hold only at 11 or below; a build that let them
+    # hold at any capacity claimed 13 optimal here. It is also a ladder proof
+    # ending `auto`'s search.
+    lower, upper, size = [9, 2, 3, 5, 0, 0, 4, 7, 0, 6], [12, 7, 6, 9, 1, 1, 8, 11, 5, 10], [2, 2, 4, 1, 4, 3, 1, 5, 4, 4]
+    assert not fits_under(lower, upper, size, 11) and fits_under(lower, upper, size, 12)
+    assert mm.place(lower, upper, size, strategy="greedy_by_size").size == 13
+    for s in ("optimal", "auto"):
+        p = mm.place(lower, upper, size, strategy=s, time_budget_ms=50)
+        assert overlap(lower, upper, size, p.offsets.tolist()) is None, s
+        assert (p.size, p.proven_bound, p.optimal, p.lower_bound) == (12, 12, True, 11), s
+
+
 def test_capacity_never_makes_auto_worse():
     _, lower, upper, size = mm.read_buffers_csv(SHARED / "dsa" / "minimalloc-challenging" / "C.1048576.csv")
     free = mm.place(lower, upper, size, strategy="auto", time_budget_ms=500)
