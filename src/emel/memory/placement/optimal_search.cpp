@@ -707,9 +707,10 @@ class PreorderRace {
 // time to a buffer that reaches the top (its start), and the `m` highest
 // tops. Sizes from 16 buffers, doubling through both neighbourhoods and the
 // three preorders while nothing is found, again from 16 after a success.
-// A round through every size that found nothing would find nothing again
-// (the highest tops are the same, and few buffers reach the top), so each
-// such round gives every attempt twice the work of the round before.
+// It returns after a round through every size that found nothing: another
+// round would search the same neighbourhoods again (the highest tops are
+// the same, and few buffers reach the top), while the ladder's attempts,
+// which keep their failures, resume where they stopped.
 void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uint64_t budget, uint64_t& work) {
     const Buffers& b = in.b;
     const size_t n = in.active.size();
@@ -720,8 +721,7 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     std::vector<std::pair<uint64_t, uint32_t>> ranked;  // (key, buffer): the lowest keys are freed
     Rng rng;
     size_t m = 16;
-    int step = 0;         // neighbourhood x preorder
-    unsigned deeper = 0;  // rounds through every size without a success
+    int step = 0;  // neighbourhood x preorder
     const uint64_t start = work;
     while (best.end > lo && work - start < budget) {
         const uint64_t capacity = best.end - 1;
@@ -748,8 +748,8 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         for (uint32_t x : top) free[x] = 1;
         work += 4 * n;  // the ranking, its partial sort and the marks
         if (work - start >= budget) break;
-        const uint64_t round_share = std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k) << std::min(deeper, 40u);
-        const uint64_t share = std::min<uint64_t>(budget - (work - start), round_share);
+        const uint64_t share =
+            std::min<uint64_t>(budget - (work - start), std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k));
         uint64_t spent = 0;
         const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
         work += std::min(spent, share);  // as the race charges: a search stops within a node of its share
@@ -761,13 +761,12 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
             best.method = "neighbourhood_search";
             m = 16;
             step = 0;
-            deeper = 0;
             continue;
         }
         if (++step == 2 * CanonicalSearch::kHeuristics) {
             step = 0;
-            if (m >= n) ++deeper;
-            m = m >= n ? 16 : m * 2;
+            if (m >= n) return;  // a whole round found nothing
+            m *= 2;
         }
     }
 }
@@ -962,34 +961,8 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t tried_high = 0;  // attempts cut by their share: unknown below this
     bool first = true;
     uint64_t sweep = 0;
-    const uint64_t full_budget = work_budget;
-    work_budget -= std::min(work_budget - work, neighbourhood_budget);  // the ladder's part
-    while (lo < hi && capacity < hi && work < work_budget) {
-        const uint64_t left = work_budget - work;
-        uint64_t asked = std::min(left, share);
-        if (first) {  // untargeted, the bound keeps room for two descents after it
-            asked = target ? left / 4 * 3 : std::max(left / 8, left / 2 - std::min(left / 2, descent));
-            first = false;
-        }
-        uint64_t spent = 0;
-        const Outcome r = race.solve(capacity, std::max<uint64_t>(asked, 1), offsets, spent);
-        work += spent;
-        if (r == Outcome::Found) {
-            uint64_t end = 0;
-            for (size_t x = 0; x < b.count(); ++x)
-                if (b.lower[x] < b.upper[x]) end = std::max(end, offsets[x] + b.size[x]);
-            // A placement found under `capacity` ends there or below; anything
-            // else would stall the bisection, so it is never taken.
-            if (end > capacity) break;
-            best.offset = offsets;
-            best.end = end;
-            best.method = "optimal_search";
-            hi = end;
-        } else if (r == Outcome::Infeasible) {
-            lo = capacity + 1;
-        } else {
-            tried_high = std::max(tried_high, capacity + 1);
-        }
+    // Where the next attempt goes, once the last one is known.
+    auto next_capacity = [&] {
         uint64_t from = std::max(lo, tried_high);
         // A sweep ends within 1/32 of the gap below the best (what is left
         // there is crumbs): again from the bound, with twice the share.
@@ -1000,14 +973,51 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
             ++sweep;
         }
         capacity = from + static_cast<uint64_t>(static_cast<unsigned __int128>(hi - from) * sweep_cut(sweep) / 64);
-    }
-    if (lo < hi && work < full_budget) {
+    };
+    auto climb = [&](uint64_t until) {
+        while (lo < hi && capacity < hi && work < until) {
+            const uint64_t left = until - work;
+            uint64_t asked = std::min(left, share);
+            if (first) {  // untargeted, the bound keeps room for two descents after it
+                asked = target ? left / 4 * 3 : std::max(left / 8, left / 2 - std::min(left / 2, descent));
+                first = false;
+            }
+            uint64_t spent = 0;
+            const Outcome r = race.solve(capacity, std::max<uint64_t>(asked, 1), offsets, spent);
+            work += spent;
+            if (r == Outcome::Found) {
+                uint64_t end = 0;
+                for (size_t x = 0; x < b.count(); ++x)
+                    if (b.lower[x] < b.upper[x]) end = std::max(end, offsets[x] + b.size[x]);
+                // A placement found under `capacity` ends there or below; anything
+                // else would stall the bisection, so it is never taken.
+                if (end > capacity) return;
+                best.offset = offsets;
+                best.end = end;
+                best.method = "optimal_search";
+                hi = end;
+            } else if (r == Outcome::Infeasible) {
+                lo = capacity + 1;
+            } else {
+                tried_high = std::max(tried_high, capacity + 1);
+            }
+            next_capacity();
+        }
+    };
+    climb(work_budget - std::min(work_budget - work, neighbourhood_budget));  // the ladder's part
+    if (lo < hi && work < work_budget) {
         // Deep neighbourhoods recurse as deep as the ladder's searches: on a stack as large.
         const size_t levels = instance.active.size();
-        auto improve = [&] { improve_peak(instance, best, lo, full_budget - work, work); };
+        auto improve = [&] { improve_peak(instance, best, lo, work_budget - work, work); };
         if (levels <= kCallerStackLevels) improve();
         else run_on_stack(kStackBase + kStackPerLevel * levels, improve);  // no thread: the ladder's answer stands
         hi = best.end;
+        // What a fruitless round of neighbourhoods leaves goes back to the
+        // ladder, whose attempts resume where they stopped (kept failures).
+        if (lo < hi && work < work_budget) {
+            next_capacity();
+            climb(work_budget);
+        }
     }
     best.lower_bound = lo;
     best.optimal = lo >= hi;
