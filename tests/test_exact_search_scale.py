@@ -195,18 +195,13 @@ def test_ladder_attempts_keep_their_failures():
     assert_valid_and_repeatable(lower, upper, size, p, **args)
 
 
-def _challenging(name):
-    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / f"{name}.1048576.csv")
-    return lower, upper, size
-
-
 def test_fruitless_neighbourhoods_hand_their_budget_back():
     # D's top is held by four buffers spanning most of the timeline: round
     # after round of neighbourhoods found nothing there. A round that finds
     # nothing now hands what is left back to the ladder, whose attempts
     # resume (kept failures): D at 6,000 ms 1,037,312 (neighbourhoods to the
     # end, their shares doubling each round) -> 1,031,168.
-    lower, upper, size = _challenging("D")
+    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / "D.1048576.csv")
     p = mm.place(lower, upper, size, strategy="auto", time_budget_ms=6000)
     assert p.size <= 1_031_168 and p.method == "optimal_search"
     chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)

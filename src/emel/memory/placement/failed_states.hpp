@@ -18,8 +18,6 @@
 #include <memory>
 #include <vector>
 
-#include "emel/memory/placement/placement.hpp"  // mix64
-
 namespace emel::memory {
 
 struct StateKey {

@@ -1013,7 +1013,8 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
         else run_on_stack(kStackBase + kStackPerLevel * levels, improve);  // no thread: the ladder's answer stands
         hi = best.end;
         // What a fruitless round of neighbourhoods leaves goes back to the
-        // ladder, whose attempts resume where they stopped (kept failures).
+        // ladder, whose attempts resume where they stopped (kept failures),
+        // from a capacity placed again under the best they may have lowered.
         if (lo < hi && work < work_budget) {
             next_capacity();
             climb(work_budget);
