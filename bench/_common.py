@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+DATA = Path(__file__).resolve().parents[1] / "data"  # graphs, dsa instances, baselines (data/README.md)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -1,9 +1,9 @@
 """Below today's bound: reorder() and remat() on real graphs (docs/below-bound.md).
 
-1. Every graph in ../shared/graphs, every mode: the lower bound and the
+1. Every graph in data/graphs, every mode: the lower bound and the
    `auto` arena of the reusing arenas under the given order, then under
    `plan(order="optimize")`, and the time reorder() took.
-2. The remat curve of the shared training graphs (backward mode): budget
+2. The remat curve of the training graphs of data/graphs (backward mode): budget
    (a fraction of the `auto` activations arena) -> placed arena, recompute
    cost, units recomputed; or the smallest arena remat reached.
 3. PyTorch's min_cut_rematerialization_partition at each
@@ -22,7 +22,7 @@ import argparse
 import time
 
 import emel.memory as mm
-from _common import SHARED, print_table, write_json
+from _common import DATA, print_table, write_json
 from emel.memory.cost_model import graph_costs
 
 FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
@@ -55,7 +55,7 @@ def branchy_model():
 
 def reorder_table(budget_ms, with_torch=True):
     rows = []
-    graphs = [(p.stem, mm.load_graph(p)) for p in sorted((SHARED / "graphs").glob("*.json"))]
+    graphs = [(p.stem, mm.load_graph(p)) for p in sorted((DATA / "graphs").glob("*.json"))]
     if with_torch:
         graphs.append(("heads-breadth-first (torch)", branchy_model()))
     for stem, graph in graphs:
@@ -97,7 +97,7 @@ def remat_row(g, budget, **extra):
 
 def remat_curves():
     rows = []
-    for path in sorted((SHARED / "graphs").glob("*training*.json")):
+    for path in sorted((DATA / "graphs").glob("*training*.json")):
         graph = mm.load_graph(path)
         base = mm.plan(graph, mode="backward", strategy="auto").arenas["activations"].size
         for f in FRACTIONS:

@@ -1,6 +1,6 @@
-"""How long the execution check takes on the shared graphs.
+"""How long the execution check takes on the model graphs of data/graphs.
 
-For every graph in ../shared/graphs, every mode and every strategy: plan,
+For every graph in data/graphs, every mode and every strategy: plan,
 apply (Arenas, no zeroing) and verify_execution, timing the apply and the
 walk, with the bytes the walk wrote and checked. Plans with identical arrays
 are walked once, as tests/test_execution_check.py does.
@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import emel.memory as mm
-from _common import SHARED, print_table, write_json
+from _common import DATA, print_table, write_json
 
 GiB = 2**30
 
@@ -37,7 +37,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     rows = []
-    for path in sorted((SHARED / "graphs").glob("*.json")):
+    for path in sorted((DATA / "graphs").glob("*.json")):
         graph = mm.load_graph(path)
         row = {"graph": path.stem, "cases": 0, "distinct": 0, "arena_bytes": 0,
                "bytes_written": 0, "bytes_checked": 0, "apply_s": 0.0, "walk_s": 0.0}

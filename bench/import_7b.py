@@ -13,15 +13,12 @@ import time, the planning time, and the peak resident memory of the process
 from __future__ import annotations
 
 import argparse
-import math
 import resource
-import sys
 import time
 
 import torch
 from torch import nn
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
 from _common import print_table, write_json  # noqa: E402
 
 import emel.memory as mm  # noqa: E402

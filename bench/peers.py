@@ -1,9 +1,9 @@
 """emel's place() side by side with the peers: OmniMalloc (PyPI) and MiniMalloc (a binary).
 
 Instances (every one: rows ``id,lower,upper,size``, half-open ``[lower, upper)``):
-  challenging  MiniMalloc's 11 challenging instances A-K (../shared/dsa/minimalloc-challenging),
+  challenging  MiniMalloc's 11 challenging instances A-K (data/dsa/minimalloc-challenging),
                posed at the capacity in the file name (1,048,576 bytes)
-  idealloc     the idealloc traces (../shared/dsa/idealloc), no posed capacity
+  idealloc     the idealloc traces (data/dsa/idealloc), no posed capacity
   synthetic    seeded traces of bench/synthetic_traces.py: transformer-like and uniform random,
                at 10^4 and 10^5 buffers (--synthetic-sizes); 10^6 with --scale
 
@@ -58,8 +58,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, print_table, write_json  # noqa: E402
+from _common import DATA, print_table, write_json  # noqa: E402
 import synthetic_traces  # noqa: E402
 
 GROUPS = ("challenging", "idealloc", "synthetic")
@@ -213,12 +212,12 @@ def load_instances(groups, names, synthetic_sizes, families, seed) -> list[Insta
     out = []
     want = set(names) if names else None
     if "challenging" in groups:
-        for path in sorted((SHARED / "dsa" / "minimalloc-challenging").glob("*.csv")):
+        for path in sorted((DATA / "dsa" / "minimalloc-challenging").glob("*.csv")):
             name, cap = path.stem.split(".")[0], int(path.stem.split(".")[1])
             if want is None or name in want:
                 out.append(Instance("challenging", name, *_read(path), capacity=cap, source=str(path)))
     if "idealloc" in groups:
-        for path in sorted((SHARED / "dsa" / "idealloc").glob("*.csv")):
+        for path in sorted((DATA / "dsa" / "idealloc").glob("*.csv")):
             if want is None or path.stem in want:
                 out.append(Instance("idealloc", path.stem, *_read(path), source=str(path)))
     if "synthetic" in groups:

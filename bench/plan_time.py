@@ -1,7 +1,6 @@
 """How long planning takes: the C++ core against the pure-Python reference.
 
-For every graph in ../shared/graphs (and the bundled examples when that
-directory is absent) and each mode, time:
+For every graph in data/graphs and each mode, time:
   - core:  the C++ pipeline alone (Plan.metrics["allocation_time_ns"]),
   - api:   emel.memory.plan() end to end (Python graph -> core -> Plan),
   - ref:   emel.memory.reference.plan() (pure Python),
@@ -21,15 +20,13 @@ import time
 from pathlib import Path
 
 import emel.memory as mm
-from emel.memory import examples, reference
+from emel.memory import reference
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
+from _common import DATA
 
 
 def graphs():
-    if SHARED.is_dir():
-        return [(p.stem, json.loads(p.read_text())) for p in sorted(SHARED.glob("*.json"))]
-    return [(name, json.loads(examples.path(name).read_text())) for name in examples.names()]
+    return [(p.stem, json.loads(p.read_text())) for p in sorted((DATA / "graphs").glob("*.json"))]
 
 
 def median_time(fn, repeat):

@@ -1,6 +1,6 @@
-"""The pooling allocator on the shared graphs' allocate/free traces.
+"""The pooling allocator on the model graphs' allocate/free traces.
 
-For every graph in ../shared/graphs and each mode that applies, the trace of
+For every graph in data/graphs and each mode that applies, the trace of
 the reusing arenas (storage tensors allocated when born, freed after their
 last step, in execution order; persistent arenas left out) is replayed
 against the exact-size pools (max 16 buffers per size) and the best-fit pool.
@@ -18,7 +18,7 @@ import time
 
 import emel.memory as mm
 from emel.memory import pooling
-from _common import SHARED, print_table, write_json
+from _common import DATA, print_table, write_json
 
 MiB = 2**20
 
@@ -34,7 +34,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     rows = []
-    for path in sorted((SHARED / "graphs").glob("*.json")):
+    for path in sorted((DATA / "graphs").glob("*.json")):
         graph = mm.load_graph(path)
         modes = ("inference",) if "inference" in path.stem else mm.MODES
         for mode in modes:

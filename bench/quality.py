@@ -1,12 +1,12 @@
 """How close each strategy gets to the lower bound (the peak of live bytes).
 
-1. Every graph in ../shared/graphs, each mode that applies, every strategy:
+1. Every graph in data/graphs, each mode that applies, every strategy:
    bytes of the reusing arenas, their lower bound, the ratio, plan time.
-2. ggml-alloc comparison (../shared/baselines/ggml-alloc.tsv, 32-byte
+2. ggml-alloc comparison (data/baselines/ggml-alloc.tsv, 32-byte
    alignment, one buffer): `auto` against ggml's gallocr bytes; training graphs
    with gradients mapped into the activations arena, as ggml's buffer holds them.
 3. MiniMalloc's challenging set (11 tight instances posed at 1,048,576 bytes)
-   and the idealloc traces (../shared/dsa): every strategy through place().
+   and the idealloc traces (data/dsa): every strategy through place().
 
     python bench/quality.py [--budget-ms 200] [--dsa-budget-ms 10000] [--out FILE]
 """
@@ -18,7 +18,7 @@ import csv
 import time
 
 import emel.memory as mm
-from _common import SHARED, print_table, write_json
+from _common import DATA, print_table, write_json
 
 STRATEGIES = [("tmmu", {}), ("greedy_by_size", {}), ("greedy_by_size", {"fit": "first"}),
               ("best_fit", {}), ("auto", {}), ("optimal", {})]
@@ -35,7 +35,7 @@ def reusing(plan):
 
 def graphs_table(budget_ms):
     rows = []
-    for path in sorted((SHARED / "graphs").glob("*.json")):
+    for path in sorted((DATA / "graphs").glob("*.json")):
         graph = mm.load_graph(path)
         modes = ("inference",) if "inference" in path.stem else mm.MODES
         for mode in modes:
@@ -52,13 +52,13 @@ def graphs_table(budget_ms):
 
 def ggml_table(budget_ms):
     baseline = {}
-    with open(SHARED / "baselines" / "ggml-alloc.tsv") as f:
+    with open(DATA / "baselines" / "ggml-alloc.tsv") as f:
         lines = [l for l in f if not l.startswith("#")]
     for row in csv.DictReader(lines, delimiter="\t"):
         baseline[row["file"]] = int(row["gallocr_bytes"])
     rows = []
     for name, ggml_bytes in baseline.items():
-        path = SHARED / "graphs" / f"{name}.json"
+        path = DATA / "graphs" / f"{name}.json"
         if not path.exists():
             continue
         training = "training" in name
@@ -81,7 +81,7 @@ def ggml_table(budget_ms):
 def dsa_table(budget_ms):
     rows = []
     for folder, capacity in (("minimalloc-challenging", 1048576), ("idealloc", None)):
-        for path in sorted((SHARED / "dsa" / folder).glob("*.csv")):
+        for path in sorted((DATA / "dsa" / folder).glob("*.csv")):
             _, lower, upper, size = mm.read_buffers_csv(path)
             for strategy, kw in STRATEGIES:
                 if strategy == "tmmu" and folder == "idealloc":
@@ -107,7 +107,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     graphs = graphs_table(args.budget_ms)
-    print("== shared graphs: reusing arenas (activations, gradients), 128-byte alignment ==")
+    print("== model graphs (data/graphs): reusing arenas (activations, gradients), 128-byte alignment ==")
     print_table(graphs, [("graph", "graph", ""), ("mode", "mode", ""), ("strategy", "strategy", ""),
                          ("bytes", "bytes", ","), ("lower_bound", "lower bound", ","),
                          ("ratio", "ratio", ".4f"), ("plan_ms", "ms", ".1f")])

@@ -34,12 +34,10 @@ import shutil
 import statistics
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (also sets OPENBLAS_NUM_THREADS before NumPy work starts)
 from _common import print_table, write_json  # noqa: E402
 
@@ -122,7 +120,7 @@ def main(argv=None) -> int:
     if binary:
         solvers["minimalloc"] = minimalloc_solver(binary, args.seconds)
     else:
-        missing.append("minimalloc (no binary: ../shared/peers/minimalloc/build.sh, then --minimalloc)")
+        missing.append("minimalloc (no binary: build github google/minimalloc, then --minimalloc BIN)")
     names = list(solvers)
 
     records, rows = [], []

@@ -1,6 +1,6 @@
 """Tensor-parallel plans per rank, and what dynamic-shape replanning costs.
 
-Part 1: for the Llama graphs of ../shared/graphs (the bundled
+Part 1: for the Llama graphs of data/graphs (the bundled
 llama-tiny-inference when that directory is absent), each world size: the
 Megatron-style spec of sharding.tensor_parallel_spec, every rank's arena
 sizes against the unsharded plan, and the time of plan(..., rank=0,
@@ -25,7 +25,7 @@ import time
 import emel.memory as mm
 from emel.memory import examples, shapes, sharding
 
-from _common import SHARED, print_table, write_json
+from _common import DATA, print_table, write_json
 
 CASES = (("llama-tiny-inference", "inference"), ("llama-tiny-training", "backward"))
 
@@ -40,7 +40,7 @@ def median_time(fn, repeat):
 
 
 def load(name):
-    path = SHARED / "graphs" / f"{name}.json"
+    path = DATA / "graphs" / f"{name}.json"
     if path.is_file():
         return json.loads(path.read_text())
     if name in examples.names():

@@ -1,4 +1,4 @@
-"""Every shared graph x mode x strategy through emel-sweep's engine (worker processes).
+"""Every model graph (data/graphs) x mode x strategy through emel-sweep's engine (worker processes).
 
     python bench/sweep.py [--modes inference,forward,backward] [-j N] [-o OUT.json]
 
@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _common import SHARED, write_json  # noqa: E402
+from _common import DATA, write_json  # noqa: E402
 
 from emel.memory import MODES, STRATEGIES, sweep  # noqa: E402
 
@@ -27,7 +25,7 @@ def main() -> None:
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("-o", "--out")
     args = p.parse_args()
-    paths = sweep.graph_files(str(SHARED / "graphs"))
+    paths = sweep.graph_files(str(DATA / "graphs"))
     modes, strategies = args.modes.split(","), args.strategies.split(",")
     start = time.perf_counter()
     rows = sweep.sweep(paths, modes, strategies, jobs=args.jobs)

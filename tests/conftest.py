@@ -6,13 +6,8 @@ environment variable ``CI`` is set, ``dev`` (100 examples) otherwise;
 """
 
 import os
-import sys
 
 from hypothesis import HealthCheck, settings
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:          # graphgen.py / invariants.py live beside the tests
-    sys.path.insert(0, _HERE)
 
 _COMMON = dict(
     deadline=None,
@@ -21,3 +16,38 @@ _COMMON = dict(
 settings.register_profile("ci", max_examples=500, print_blob=True, **_COMMON)
 settings.register_profile("dev", max_examples=100, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+# -- the repository's data (tests/repo_data.py, data/README.md) -----------------------------
+
+import pytest  # noqa: E402
+
+import repo_data  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def model_graph_path():
+    """name -> path of a model graph of data/graphs (llama-tiny-training, ...)."""
+    return repo_data.graph_path
+
+
+@pytest.fixture(scope="session")
+def challenging_instance():
+    """name (A-K) -> (lower, upper, size) of MiniMalloc's challenging instance."""
+    import emel.memory as mm
+
+    def load(name):
+        _, lower, upper, size = mm.read_buffers_csv(repo_data.challenging_path(name))
+        return lower, upper, size
+    return load
+
+
+@pytest.fixture(scope="session")
+def idealloc_instance():
+    """name (pangu_2.6B, S_1, Y_1) -> (lower, upper, size) of an idealloc trace."""
+    import emel.memory as mm
+
+    def load(name):
+        _, lower, upper, size = mm.read_buffers_csv(repo_data.IDEALLOC / f"{name}.csv")
+        return lower, upper, size
+    return load

@@ -1,7 +1,7 @@
 """The arena engine (docs/arenas.md): arrays over real arena memory, their
 lifetime and DLPack export, zeroing, the debug pattern, commits and their state
 hash, the ledger and the budget, and the execution check on hand-made graphs
-(the shared graphs and random graphs are in test_execution_check.py)."""
+(the model graphs and random graphs are in test_execution_check.py)."""
 
 import gc
 import hashlib

@@ -6,16 +6,12 @@ Needs neither OmniMalloc nor MiniMalloc (the bench imports them only when it run
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import peers  # noqa: E402
-import synthetic_traces  # noqa: E402
+import peers  # bench/ is on pytest's pythonpath (pyproject.toml)
+import synthetic_traces
 
 # Five buffers: rows 1 and 3 are live together over [4, 6) and share bytes [150, 200).
 LOWER = np.array([0, 2, 5, 4, 6])

@@ -23,12 +23,11 @@ import emel.memory as mm
 import graphgen
 from emel.memory import determinism, native, sharding
 from emel.memory import ggml as gg
+from repo_data import GRAPH_FILES, graph_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C_TEST = os.path.join(HERE, "c", "test_c_api.c")
-SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared")
-SHARED_GRAPHS = ("gpt2-small-inference", "llama-tiny-inference", "llama-tiny-training",
-                 "mobilenet_v2-inference", "resnet18-inference", "resnet18-training")
+MODEL_GRAPHS = [p.stem for p in GRAPH_FILES]
 
 # The lines test_c_api.c prints (its header comment derives every number).
 EXPECTED_LINES = [
@@ -510,9 +509,8 @@ def _bytes_doc(doc):
     return dict(doc, tensors=tensors)
 
 
-def _shared(name):
-    with open(os.path.join(SHARED, "graphs", f"{name}.json")) as f:
-        return json.load(f)
+def _model(name):
+    return json.loads(graph_path(name).read_text())
 
 
 # The graph of tests/c/test_c_api.c, as the document it hashes like.
@@ -556,13 +554,11 @@ def _check_printed_hashes(lines):
     assert printed["custom"] == expect(custom["hashes"], token, 1, 4)
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
-                    reason="no ../shared beside the checkout")
-@pytest.mark.parametrize("name", SHARED_GRAPHS)
-def test_c_api_hashes_match_python_on_shared_graphs(lib, name):
+@pytest.mark.parametrize("name", MODEL_GRAPHS)
+def test_c_api_hashes_match_python_on_model_graphs(lib, name):
     """Shaped tensors hash like the JSON document; with a custom token, rank
     and world size; and with add_tensor (bytes only) like the bytes document."""
-    doc = _shared(name)
+    doc = _model(name)
     mode = "backward" if name.endswith("training") else "inference"
     token = bytes(range(100, 132))
     assert _c_hashes(lib, doc, mode) == _py_hashes(doc, mode=mode)
@@ -572,12 +568,10 @@ def test_c_api_hashes_match_python_on_shared_graphs(lib, name):
         assert _c_hashes(lib, doc, shaped=False) == _py_hashes(_bytes_doc(doc))
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
-                    reason="no ../shared beside the checkout")
 def test_c_api_hashes_of_a_sharded_graph(lib):
     """The C API given rank 1's share (shard_graph) and the spec gives the
     plan and hashes plan(graph, shard_spec=...) gives."""
-    doc = _shared("llama-tiny-inference")
+    doc = _model("llama-tiny-inference")
     spec = sharding.tensor_parallel_spec(doc, 2)
     assert spec
     share = sharding.shard_graph(doc, 1, 2, spec)
@@ -777,16 +771,14 @@ class CGgml:
         return out
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED) and not os.environ.get("CI"),
-                    reason="no ../shared beside the checkout")
-@pytest.mark.parametrize("name", SHARED_GRAPHS)
-def test_c_ggml_allocator_matches_python_on_shared_graphs(ggml_lib, name):
+@pytest.mark.parametrize("name", MODEL_GRAPHS)
+def test_c_ggml_allocator_matches_python_on_model_graphs(ggml_lib, name):
     """Through ctypes: the same buffer sizes, per-tensor (buffer, chunk,
     offset), in-place partners and bound addresses as emel.memory.ggml, for
     ggml's exact placement and, on the two small graphs, strategy auto."""
     strategies = ["ggml"] + (["auto"] if name.startswith(("resnet18-inf", "mobilenet")) else [])
     for strategy in strategies:
-        graph, ts = gg.from_emel_graph(os.path.join(SHARED, "graphs", f"{name}.json"))
+        graph, ts = gg.from_emel_graph(graph_path(name))
         py = gg.GraphAllocator(gg.BufferType(32), strategy=strategy)
         c = CGgml(ggml_lib, graph, [gg.BufferType(32)], strategy)
         try:

@@ -38,7 +38,6 @@ import pytest
 import emel
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.MULTILINE | re.DOTALL)
@@ -243,9 +242,7 @@ def write_fixtures(work: Path, page: Path) -> None:
     programs = c_programs(page.read_text(encoding="utf-8"))
     if programs:  # cc app.c: the page's first C program
         (work / "app.c").write_text(programs[0][1])
-    # Paths relative to a checkout: the shared graphs beside it, its scripts.
-    if SHARED.is_dir():
-        (work.parent / "shared").symlink_to(SHARED, target_is_directory=True)
+    # Paths relative to a checkout: its scripts and benchmarks.
     for directory in ("scripts", "bench"):
         (work / directory).symlink_to(ROOT / directory, target_is_directory=True)
 
@@ -329,9 +326,6 @@ def test_page_shell_blocks_run(page, tmp_path):
     skipped = []
     for block in shell_blocks(page):
         if block.not_run_reason is not None:
-            continue
-        if "../shared" in block.script and not SHARED.is_dir():
-            skipped.append(f"{block.where}: no {SHARED} beside the checkout")
             continue
         if needs_c_api(block) and isinstance(why := c_toolchain(), str):
             skipped.append(f"{block.where}: {why}")

@@ -7,42 +7,35 @@ runs the full 10-seed matrix)."""
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
+from repo_data import GRAPH_FILES as GRAPHS, graph_path
+
 spec = importlib.util.spec_from_file_location("e0_matrix", ROOT / "scripts" / "e0_matrix.py")
 e0 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(e0)
 
-GRAPHS = sorted(SHARED.glob("*.json")) if SHARED.is_dir() else []
-needs_shared = pytest.mark.skipif(not GRAPHS and not os.environ.get("CI"),
-                                  reason=f"no shared graphs at {SHARED}")
 
 
-@needs_shared
 def test_every_cell_with_one_seed():
     # seed 1 reorders the document (seed 0, the document as given, is what
-    # test_shared_graphs.py compares)
+    # test_model_graphs.py compares)
     rows = e0.matrix(seeds=1, graphs=GRAPHS, first_seed=1)
     assert len(rows) == len(GRAPHS) * 3 * 3 == 54
     assert [f for r in rows for f in r["failures"]] == []
 
 
-@needs_shared
 def test_ten_seeds_on_one_graph():
-    rows = e0.matrix(seeds=10, graphs=[SHARED / "resnet18-inference.json"])
+    rows = e0.matrix(seeds=10, graphs=[graph_path("resnet18-inference")])
     assert {(r["preset"], r["mode"]) for r in rows} == {
         (p, m) for p in ("inference", "train_full", "remat_enabled") for m in e0.MODES}
     assert all(r["passed"] == 10 for r in rows), [r["failures"] for r in rows]
 
 
-@needs_shared
 def test_presets_change_plans_where_they_should():
-    doc = json.loads((SHARED / "llama-tiny-training.json").read_text())
+    doc = json.loads(graph_path("llama-tiny-training").read_text())
     import emel.memory as mm
     plans = {p: mm.plan(doc, mode="backward", **kw) for p, kw in e0.PRESETS.items()}
     assert plans["train_full"].arenas["gradients"].persistent

@@ -7,22 +7,17 @@ descents finds placements well below the greedy orders' (seeded uniform
 random traces of bench/synthetic_traces.py)."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import emel.memory as mm
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-CHALLENGING = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging"
-sys.path.insert(0, str(BENCH))
-
-import peers  # noqa: E402  (its independent overlap checker)
-import synthetic_traces  # noqa: E402
+import peers  # bench/peers.py: its independent overlap checker
+import synthetic_traces
+from repo_data import child_env
 
 # Under a 1 MiB stack limit (the main thread's and, by default, every new
 # thread's), a search 6,000 buffers deep overflows any stack it shares with
@@ -30,7 +25,6 @@ import synthetic_traces  # noqa: E402
 DEEP_SEARCH = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_STACK, (1 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
-sys.path.insert(0, sys.argv[1])
 import emel.memory as mm, synthetic_traces
 lower, upper, size = synthetic_traces.generate("uniform", 6000, 5)
 p = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=1000)
@@ -42,8 +36,8 @@ print(json.dumps({"size": p.size, "method": p.method, "greedy": g.size, "bound":
 
 def test_deep_search_runs_on_its_own_stack():
     # The new thread's stack comes from RLIMIT_STACK set before the threads start.
-    env = dict(os.environ, EMEL_SEARCH_THREADS_FROM="0")
-    out = subprocess.run([sys.executable, "-c", DEEP_SEARCH, str(BENCH)], capture_output=True, text=True,
+    env = child_env(EMEL_SEARCH_THREADS_FROM="0")
+    out = subprocess.run([sys.executable, "-c", DEEP_SEARCH], capture_output=True, text=True,
                          timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout)
@@ -174,8 +168,8 @@ def test_auto_lowers_large_traces_window_by_window():
 #    the capacity; before, 2.97G was not enough and the answer was 1,039,360.
 @pytest.mark.parametrize("capacity, budget_ms", [(1_030_000, 4000), (1_024_256, 4400)],
                          ids=["failed_states", "twins"])
-def test_search_settles_tight_capacities(capacity, budget_ms):
-    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / "D.1048576.csv")
+def test_search_settles_tight_capacities(challenging_instance, capacity, budget_ms):
+    lower, upper, size = challenging_instance("D")
     args = dict(strategy="optimal", capacity=capacity, time_budget_ms=budget_ms)
     p = mm.place(lower, upper, size, **args)
     assert p.size <= capacity and p.method == "optimal_search"
@@ -195,13 +189,13 @@ def test_ladder_attempts_keep_their_failures():
     assert_valid_and_repeatable(lower, upper, size, p, **args)
 
 
-def test_fruitless_neighbourhoods_hand_their_budget_back():
+def test_fruitless_neighbourhoods_hand_their_budget_back(challenging_instance):
     # D's top is held by four buffers spanning most of the timeline: round
     # after round of neighbourhoods found nothing there. A round that finds
     # nothing now hands what is left back to the ladder, whose attempts
     # resume (kept failures): D at 6,000 ms 1,037,312 (neighbourhoods to the
     # end, their shares doubling each round) -> 1,031,168.
-    _, lower, upper, size = mm.read_buffers_csv(CHALLENGING / "D.1048576.csv")
+    lower, upper, size = challenging_instance("D")
     p = mm.place(lower, upper, size, strategy="auto", time_budget_ms=6000)
     assert p.size <= 1_031_168 and p.method == "optimal_search"
     chk = peers.check_placement(lower, upper, size, p.offsets, reported_size=p.size)

@@ -1,17 +1,15 @@
-"""verify_execution over real arena memory: every shared graph x strategy x
+"""verify_execution over real arena memory: every model graph (data/graphs) x strategy x
 mode, random hypothesis graphs, and the pooling allocator's statistics and
-its replay of the shared graphs' allocate/free traces.
+its replay of the model graphs' allocate/free traces.
 
 The check is a pure function of the graph and the plan arrays (offsets,
 lifetimes, arenas, in-place pairs), so when two strategies or modes give one
 graph byte-identical plans the walk runs once for all of them; every case is
-still planned and compared (90 cases, 32 distinct plans on the shared graphs).
+still planned and compared (90 cases, 32 distinct plans on the model graphs).
 """
 
 import hashlib
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,11 +21,7 @@ from emel.memory import pooling
 
 from graphgen import graphs, plan_kwargs
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-FILES = sorted(SHARED.glob("*.json")) if SHARED.is_dir() else []
-if not FILES and os.environ.get("CI"):
-    raise RuntimeError(f"CI needs the shared graphs at {SHARED}")
-needs_shared = pytest.mark.skipif(not FILES, reason=f"no shared graphs at {SHARED}")
+from repo_data import GRAPH_FILES as FILES, graph_path
 
 BUDGET_MS = 20  # auto / optimal: small, deterministic work budgets
 BYTES_CAP = 8 << 20  # random graphs above this are refused by the budget (and skipped)
@@ -42,9 +36,8 @@ def plan_signature(plan):
     return h.hexdigest()
 
 
-@needs_shared
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_shared_graph_every_strategy_and_mode_executes_without_clobbering(path):
+def test_model_graph_every_strategy_and_mode_executes_without_clobbering(path):
     graph = mm.load_graph(path)
     verified, cases = {}, 0
     for mode in mm.MODES:
@@ -66,12 +59,10 @@ def test_shared_graph_every_strategy_and_mode_executes_without_clobbering(path):
     assert cases == len(mm.MODES) * len(mm.STRATEGIES) and verified
 
 
-@needs_shared
-def test_shared_graph_corruption_of_each_strategy_is_caught():
+def test_model_graph_corruption_of_each_strategy_is_caught():
     """On one graph and every strategy, moving an activation onto a live one
     is caught by the walk (the self-check agrees it is a collision)."""
-    graph = mm.load_graph(FILES[[p.stem for p in FILES].index("resnet18-inference")]
-                          if any(p.stem == "resnet18-inference" for p in FILES) else FILES[0])
+    graph = mm.load_graph(graph_path("resnet18-inference"))
     views = {t["view_of"]["base"] for t in graph.tensors if "view_of" in t}
     reads = {}
     for step, node in enumerate(graph.nodes):
@@ -143,10 +134,9 @@ def test_pool_arguments():
         mm.PoolingAllocator("exact", alignment=48)
 
 
-@needs_shared
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_pool_replay_of_shared_graphs(path):
-    """The traces of the shared graphs: best fit makes at most half the fresh
+def test_pool_replay_of_model_graphs(path):
+    """The traces of the model graphs: best fit makes at most half the fresh
     allocations of one-allocation-per-tensor on every graph (the exact-size
     pools on all graphs together), and both give back every buffer."""
     doc = json.loads(path.read_text())
@@ -165,8 +155,7 @@ def test_pool_replay_of_shared_graphs(path):
         assert r["peak_bytes"] >= live_peak
 
 
-@needs_shared
-def test_exact_pools_halve_fresh_allocations_over_the_shared_graphs():
+def test_exact_pools_halve_fresh_allocations_over_the_model_graphs():
     fresh = tensors = 0
     for path in FILES:
         r = pooling.replay(mm.plan(json.loads(path.read_text())), "exact")

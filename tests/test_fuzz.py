@@ -4,7 +4,6 @@ a stray exception type or an accepted-but-wrong answer fails the suite.
 Long campaigns: ``python fuzz/run.py --minutes N`` (docs/reliability.md)."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,8 @@ def fuzz_run():
     if not FUZZ.is_dir():
         pytest.skip("no fuzz/ directory (not a source checkout)")
     os.environ.setdefault("EMEL_FUZZ_INSTALLED", "1")  # test the emel this suite imports
-    sys.path.insert(0, str(FUZZ))
-    try:
-        import run
-        import targets
-    finally:
-        sys.path.remove(str(FUZZ))
+    import run  # fuzz/ is on pytest's pythonpath (pyproject.toml)
+    import targets
     try:
         targets._lib()
     except OSError:  # no C library next to the package nor in build/: the C surface is skipped
@@ -53,12 +48,8 @@ def test_a_seed_reproduces_its_input_after_any_other_inputs():
     contained itself, and a saved seed no longer reproduced its input)."""
     if not FUZZ.is_dir():
         pytest.skip("no fuzz/ directory (not a source checkout)")
-    sys.path.insert(0, str(FUZZ))
-    try:
-        import mutate
-        import targets
-    finally:
-        sys.path.remove(str(FUZZ))
+    import mutate
+    import targets
     pool = repr(mutate.ODD_VALUES)
     first = {s: repr(targets.generate(s, 7)) for s in targets.SURFACES}
     for seed in range(300):

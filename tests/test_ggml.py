@@ -1,15 +1,13 @@
-"""ggml-alloc parity: the shared baselines and llama.cpp's test-alloc cases,
-with the exact sizes ggml produces (../shared/ggml-alloc-behaviour.md)."""
+"""ggml-alloc parity: the ggml-alloc baselines (data/baselines) and llama.cpp's test-alloc cases,
+with the exact sizes ggml produces (docs/ggml.md)."""
 
-import os
-from pathlib import Path
 
 import pytest
 
 from emel.memory import PlanError
 from emel.memory import ggml as gg
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from repo_data import GGML_BASELINE as BASELINE, graph_path
 
 
 def inp(name, nbytes):
@@ -150,17 +148,12 @@ def test_shared_buffer_type_counts_once_and_buffers_only_grow():
     assert ga.needs_realloc(gg.build_forward([big]))
 
 
-BASELINE = SHARED / "baselines" / "ggml-alloc.tsv"
-
-
-@pytest.mark.skipif(not BASELINE.exists() and not os.environ.get("CI"),
-                    reason="no ../shared beside the checkout")
-def test_shared_graphs_match_ggml_byte_for_byte():
+def test_model_graphs_match_ggml_byte_for_byte():
     rows = [l.split("\t") for l in BASELINE.read_text().splitlines()
             if l and not l.startswith("#") and not l.startswith("file")]
     assert len(rows) == 6
     for name, expected, *_ in rows:
-        graph, _ = gg.from_emel_graph(SHARED / "graphs" / f"{name}.json")
+        graph, _ = gg.from_emel_graph(graph_path(name))
         ga = gg.GraphAllocator(gg.BufferType(32))
         ga.reserve(graph)
         assert ga.get_buffer_size(0) == int(expected), name
@@ -269,14 +262,12 @@ def test_reallocation_with_one_buffer_is_automatic():
     assert two.alloc_graph(g2) is False  # several buffers: the caller must reserve again
 
 
-@pytest.mark.skipif(not BASELINE.exists() and not os.environ.get("CI"),
-                    reason="no ../shared beside the checkout")
 def test_strategy_hook_shrinks_ggml_buffers():
     """The same GraphAllocator calls, placed by plan()'s strategies: never larger
     than ggml, smaller where ggml leaves gaps, and still overlap-free."""
     saving = {}
     for name in ("mobilenet_v2-inference", "resnet18-inference", "gpt2-small-inference"):
-        graph, ts = gg.from_emel_graph(SHARED / "graphs" / f"{name}.json")
+        graph, ts = gg.from_emel_graph(graph_path(name))
         exact = gg.GraphAllocator(gg.BufferType(32))
         exact.reserve(graph)
         auto = gg.GraphAllocator(gg.BufferType(32), strategy="auto")

@@ -7,22 +7,17 @@ give exactly the offsets of the specification: against an independent NumPy
 implementation of §2 (a plain scan of all placed buffers), and across thread
 counts, which must change nothing, not even the work charged."""
 
-import hashlib
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import emel.memory as mm
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-CHALLENGING = Path(__file__).resolve().parents[2] / "shared" / "dsa" / "minimalloc-challenging"
-sys.path.insert(0, str(BENCH))
-import synthetic_traces  # noqa: E402
+import synthetic_traces  # bench/ is on pytest's pythonpath (pyproject.toml)
+from repo_data import CHALLENGING, child_env
 
 
 def greedy_spec(lower, upper, size, alignment=1, fit="best"):
@@ -109,7 +104,6 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
 _PRELUDE = """
 import hashlib, json, sys
 import numpy as np
-sys.path.insert(0, {bench!r})
 import emel.memory as mm, synthetic_traces as st
 out = {{}}
 def record(key, r, verdicts=True):
@@ -120,8 +114,8 @@ def record(key, r, verdicts=True):
 
 def _run_script(body, **env):
     """Runs _PRELUDE + body in a fresh interpreter with `env` added; its JSON."""
-    code = (_PRELUDE + body).format(bench=str(BENCH), challenging=str(CHALLENGING))
-    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True,
+    code = (_PRELUDE + body).format(challenging=str(CHALLENGING))
+    done = subprocess.run([sys.executable, "-c", code], env=child_env(**env), capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout)
 
@@ -148,7 +142,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(not CHALLENGING.is_dir() and not os.environ.get("CI"), reason="needs ../shared/dsa")
 def test_thread_count_changes_nothing():
     """The greedy passes (past 16,384 buffers) and the exact search (past 64)
     use threads; offsets, size, work and verdicts must not depend on how many."""
@@ -176,7 +169,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(not CHALLENGING.is_dir() and not os.environ.get("CI"), reason="needs ../shared/dsa")
 def test_race_on_threads_or_by_restarts_agrees():
     """The exact search races its preorders on a thread each (past 64
     buffers) or, on smaller instances, by restarting them on one thread

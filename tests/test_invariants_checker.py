@@ -8,7 +8,6 @@ documented rules always detect.
 """
 
 import copy
-import json
 
 import pytest
 from hypothesis import given

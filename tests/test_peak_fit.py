@@ -1,7 +1,6 @@
 """Plan.peak() / emel-plan --why, and memory_curve() / max_fit() / emel-fit."""
 
 import json
-import os
 
 import pytest
 
@@ -9,7 +8,6 @@ import emel.memory as mm
 from emel.memory import cli, fit
 from emel.memory.fit import max_fit, memory_curve, parse_bytes
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "graphs")
 
 
 def chain():
@@ -71,9 +69,8 @@ def test_peak_of_one_arena_and_bad_arguments():
         plan.peak(top=-1)
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED), reason="shared graphs not present")
-def test_peak_of_training_graph_splits_saved_activations_and_parameters():
-    plan = mm.plan(os.path.join(SHARED, "llama-tiny-training.json"), mode="backward",
+def test_peak_of_training_graph_splits_saved_activations_and_parameters(model_graph_path):
+    plan = mm.plan(model_graph_path("llama-tiny-training"), mode="backward",
                    strategy="auto")
     report = plan.peak(top=5)
     assert (report.step, report.live_bytes) == brute_peak(plan)

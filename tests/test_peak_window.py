@@ -5,8 +5,6 @@ which at most `max_buffers` buffers are live; the exact search places it, and
 first fit in the order of those offsets keeps every window buffer at or below
 its offset while the others are placed around.
 """
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +12,7 @@ import pytest
 import emel.memory as mm
 from emel.memory import _core
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import peers  # noqa: E402  (its sweep checker: independent of the planner)
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-PANGU = SHARED / "dsa" / "idealloc" / "pangu_2.6B.csv"
+import peers  # bench/peers.py: its sweep checker, independent of the planner
 
 
 def overlapping_pair(lower, upper, size, offsets):
@@ -141,12 +135,11 @@ def test_window_grows_to_the_earlier_side_on_a_tie():
     assert list(w["members"]) == [0, 1]
 
 
-@pytest.mark.skipif(not PANGU.is_file(), reason=f"no {PANGU} beside the checkout")
-def test_auto_places_pangu_at_its_bound_through_the_peak_window():
+def test_auto_places_pangu_at_its_bound_through_the_peak_window(idealloc_instance):
     # Every greedy order leaves one 40 MiB hole at pangu_2.6B's peak instant
     # (1.0076 of the bound); the exact search places the 1,024 buffers around
     # the peak at the bound, and first fit builds the other 17,668 around them.
-    ids, lower, upper, size = mm.read_buffers_csv(PANGU)
+    lower, upper, size = idealloc_instance("pangu_2.6B")
     greedy = mm.place(lower, upper, size, "greedy_by_size", fit="first")
     assert greedy.size == greedy.lower_bound + 40 * 2**20
     placed = mm.place(lower, upper, size, "auto", time_budget_ms=4000)

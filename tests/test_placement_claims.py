@@ -8,7 +8,6 @@ import itertools
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,8 @@ from hypothesis import given, settings, strategies as st
 import emel.memory as mm
 from placement_check import first_overlap as overlap
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from repo_data import GRAPH_FILES as GRAPHS
+
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
 
 
@@ -195,8 +195,8 @@ def test_proof_above_the_peak():
         assert (p.size, p.proven_bound, p.optimal, p.lower_bound) == (12, 12, True, 11), s
 
 
-def test_capacity_never_makes_auto_worse():
-    _, lower, upper, size = mm.read_buffers_csv(SHARED / "dsa" / "minimalloc-challenging" / "C.1048576.csv")
+def test_capacity_never_makes_auto_worse(challenging_instance):
+    lower, upper, size = challenging_instance("C")
     free = mm.place(lower, upper, size, strategy="auto", time_budget_ms=500)
     posed = mm.place(lower, upper, size, strategy="auto", time_budget_ms=500, capacity=1048576)
     # before: 1.188x the bound with the capacity, the bound without
@@ -255,9 +255,6 @@ def test_lower_bound_matches_the_reference():
         core = mm.plan(doc, strategy=strategy, alignment=1)
         assert ref["metrics"]["lower_bound"] == core.metrics["lower_bound"]
         assert ref["metrics"]["peak_live_bytes"] == core.metrics["peak_live_bytes"]
-
-
-GRAPHS = sorted((SHARED / "graphs").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", GRAPHS, ids=[p.stem for p in GRAPHS])

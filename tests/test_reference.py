@@ -7,14 +7,13 @@ Sizes: float32 [256] = 1024 bytes; with the default arena alignment of 128 a
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from emel.memory import reference
 from emel.memory.errors import PlanError
 
-GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "graphs"
+from repo_data import GRAPH_FILES as CORPUS
 
 
 # ---------------------------------------------------------------------------
@@ -607,14 +606,10 @@ def test_deep_node_chain():
 
 
 # ---------------------------------------------------------------------------
-# the shared corpus
+# the model graphs (data/graphs)
 # ---------------------------------------------------------------------------
-CORPUS = sorted(GRAPHS.glob("*.json")) if GRAPHS.is_dir() else []
-
-
-@pytest.mark.skipif(not CORPUS, reason=f"{GRAPHS} is absent")
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
-def test_shared_graphs_plan_in_every_mode(path):
+def test_model_graphs_plan_in_every_mode(path):
     document = json.loads(path.read_text())
     for mode in reference.MODES:
         p = reference.plan(document, mode=mode)

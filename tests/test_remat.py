@@ -8,11 +8,11 @@ import pytest
 import emel.memory as mm
 from emel.memory import reference
 from emel.memory.cost_model import flops_or_bytes, graph_costs
-from emel.memory.remat import candidates, remat, rewrite
+from emel.memory.remat import candidates, rewrite
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-RESNET = SHARED / "resnet18-training.json"
-needs_shared = pytest.mark.skipif(not RESNET.is_file(), reason=f"no shared graphs at {SHARED}")
+from repo_data import child_env, graph_path
+
+RESNET = graph_path("resnet18-training")
 MB = 1 << 20
 
 
@@ -170,7 +170,6 @@ def test_cost_model():
     assert flops_or_bytes(node("view", ["y"], ["y"]), t) == 0
 
 
-@needs_shared
 def test_resnet18_training_halves_its_placed_arena():
     g = mm.load_graph(RESNET)
     before = arena(mm.plan(g, mode="backward", strategy="auto"))
@@ -222,15 +221,14 @@ def test_the_most_bytes_first_pass_frees_what_the_cheapest_first_cannot(monkeypa
 
 def test_same_answer_under_any_hash_seed():
     """No set or dict iteration order leaks into the choice (PYTHONHASHSEED)."""
-    import os
     import subprocess
     import sys
-    code = ("import sys; sys.path.insert(0, 'tests'); import emel.memory as mm;"
+    code = ("import emel.memory as mm;"
             "from test_remat import chain, fused_backward; from test_reorder import fan;"
             "a = mm.remat(chain(), 2526489); b = mm.remat(fused_backward(), 5 * 2**20 // 2);"
             "print(a.plan.plan_hash, b.plan.plan_hash, mm.reorder(fan()).execution_order)")
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(mm.__file__).parents[2])] + sys.path))
+    env = child_env()
     outs = {subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                            check=True, env={**env, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2")}

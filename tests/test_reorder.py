@@ -1,7 +1,6 @@
 """reorder(): a memory-aware execution order (docs/below-bound.md)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -9,9 +8,7 @@ import emel.memory as mm
 from emel.memory import reference
 from emel.memory.reorder import LiveBytes, live_bytes_bound, reorder
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-GRAPHS = sorted(SHARED.glob("*.json")) if SHARED.is_dir() else []
-needs_shared = pytest.mark.skipif(not GRAPHS, reason=f"no shared graphs at {SHARED}")
+from repo_data import GRAPH_FILES as GRAPHS
 MODES = ("inference", "forward", "backward")
 
 
@@ -47,9 +44,8 @@ def test_evaluator_is_the_core_peak_live_bytes_on_a_small_graph():
     assert order  # the node list itself is breadth first
 
 
-@needs_shared
 @pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.stem)
-def test_evaluator_is_the_core_peak_live_bytes_on_shared_graphs(path):
+def test_evaluator_is_the_core_peak_live_bytes_on_model_graphs(path):
     g = mm.load_graph(path)
     for mode in MODES:
         assert LiveBytes(g, mode).bounds() == mm.plan(g, mode=mode).metrics["peak_live_bytes"], mode
@@ -175,8 +171,7 @@ def test_bad_input():
         reorder(fan(), time_budget_ms=-1)
 
 
-@needs_shared
-def test_never_worse_on_shared_graphs():
+def test_never_worse_on_model_graphs():
     for path in GRAPHS:
         g = mm.load_graph(path)
         for mode in MODES:

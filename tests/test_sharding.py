@@ -5,9 +5,7 @@ rank by rank."""
 
 import copy
 import json
-import os
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +18,7 @@ from emel.memory import reference, sharding
 from emel.memory.sharding import shard_graph, shard_sizes, tensor_parallel_spec
 from invariants import plan_diff
 
-GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-needs_graphs = pytest.mark.skipif(not GRAPHS.is_dir() and not os.environ.get("CI"),
-                                  reason="../shared/graphs is absent (a user's checkout)")
+from repo_data import graph_path
 
 
 def T(tid, shape, dtype="float32", role="activation", **fields):
@@ -254,13 +250,9 @@ def test_core_equals_reference_on_sharded_graphs(case):
 # tensor-parallel Llama
 # ---------------------------------------------------------------------------
 def _load(name):
-    path = GRAPHS / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return json.loads(path.read_text())
+    return json.loads(graph_path(name).read_text())
 
 
-@needs_graphs
 @pytest.mark.parametrize("name, mode", [("llama-tiny-inference", "inference"),
                                         ("llama-tiny-training", "backward")])
 @pytest.mark.parametrize("world_size", [2, 4])
@@ -290,7 +282,6 @@ def test_tensor_parallel_llama_ranks(name, mode, world_size):
     assert shard_sum == {tid: whole.tensors[tid].size for tid in spec}
 
 
-@needs_graphs
 def test_tensor_parallel_spec_on_llama():
     doc = _load("llama-tiny-inference")
     spec = tensor_parallel_spec(doc, 2)

@@ -1,9 +1,7 @@
 """Offset strategies beyond E0: place(), the CSV reader, auto and optimal,
-Graph.from_arrays, role_arenas, and the quality targets on the shared data."""
+Graph.from_arrays, role_arenas, and the quality targets on the data of data/."""
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ import pytest
 import emel.memory as mm
 from placement_check import first_overlap as overlaps
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from repo_data import GGML_BASELINE, GRAPH_FILES as GRAPHS, challenging_path, graph_path
 
 
 def test_overlap_checker_finds_clashes():
@@ -175,16 +173,11 @@ def test_offset_plan_document_shape():
     plan.verify()
 
 
-# -- the targets of issue #3 on the shared data (skipped without ../shared) ------------
-
-GRAPHS = sorted((SHARED / "graphs").glob("*.json")) if (SHARED / "graphs").is_dir() else []
-needs_shared = pytest.mark.skipif(not GRAPHS and not os.environ.get("CI"),
-                                  reason="no ../shared/graphs beside the checkout")
+# -- the quality targets on the model graphs and instances of data/ ------------
 
 
-@needs_shared
 @pytest.mark.parametrize("path", GRAPHS, ids=[p.stem for p in GRAPHS])
-def test_auto_targets_on_shared_graphs(path):
+def test_auto_targets_on_model_graphs(path):
     doc = json.loads(path.read_text())
     modes = ("inference",) if "inference" in path.stem else mm.MODES
     for mode in modes:
@@ -199,13 +192,12 @@ def test_auto_targets_on_shared_graphs(path):
         auto.verify()
 
 
-@needs_shared
 def test_auto_beats_ggml_alloc_on_inference_graphs():
-    rows = [l.split("\t") for l in (SHARED / "baselines" / "ggml-alloc.tsv").read_text().splitlines()
+    rows = [l.split("\t") for l in GGML_BASELINE.read_text().splitlines()
             if l and not l.startswith("#") and not l.startswith("file")]
     checked = 0
     for name, ggml_bytes, *_ in rows:
-        path = SHARED / "graphs" / f"{name}.json"
+        path = graph_path(name)
         training = "training" in name
         plan = mm.plan(path, mode="backward" if training else "inference", strategy="auto",
                        alignment=32, role_arenas={"gradient": "activations"} if training else None)
@@ -217,12 +209,10 @@ def test_auto_beats_ggml_alloc_on_inference_graphs():
     assert checked == 6
 
 
-@needs_shared
 def test_optimal_solves_minimalloc_instances_at_capacity():
     """Three of MiniMalloc's challenging instances, each within its 1 MiB capacity."""
     for name in ("B", "F", "H"):
-        _, lower, upper, size = mm.read_buffers_csv(
-            SHARED / "dsa" / "minimalloc-challenging" / f"{name}.1048576.csv")
+        _, lower, upper, size = mm.read_buffers_csv(challenging_path(name))
         p = mm.place(lower, upper, size, strategy="optimal", capacity=1048576, time_budget_ms=5000)
         assert p.size <= 1048576, name
         assert overlaps(lower.tolist(), upper.tolist(), size.tolist(), p.offsets.tolist()) is None

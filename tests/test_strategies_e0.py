@@ -14,7 +14,7 @@
   from both, whatever the strategy;
 * hand-computed unit tests of §1-§3, ``fit``, ``role_arenas`` and the
   argument checks;
-* every graph of ../shared/graphs (skipped without it, a failure under CI).
+* every model graph of data/graphs.
 
 tests/invariants.py checks slot plans only (every storage entry must have a
 ``slot``, ``slots`` must be an integer), so offset plans get their own
@@ -26,8 +26,6 @@ Hypothesis profiles: tests/conftest.py (``CI=1`` selects ``ci``).
 
 import copy
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,6 +36,7 @@ import emel.memory as mm
 import graphgen
 from emel.memory import reference as ref
 from invariants import analyze_graph, plan_diff as diff
+from repo_data import GRAPH_FILES
 
 PlanError = mm.PlanError
 
@@ -641,32 +640,24 @@ def test_taker_listed_before_its_same_step_victim():
 
 
 # ---------------------------------------------------------------------------
-# the shared model graphs
+# the model graphs (data/graphs)
 # ---------------------------------------------------------------------------
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-SHARED_FILES = sorted(SHARED.glob("*.json")) if SHARED.is_dir() else []
-SHARED_CASES = [(path, mode, strategy, fit) for path in SHARED_FILES for mode in graphgen.MODES
-                for strategy, fit in CASES]
+MODEL_CASES = [(path, mode, strategy, fit) for path in GRAPH_FILES for mode in graphgen.MODES
+               for strategy, fit in CASES]
 
 
 @pytest.fixture(scope="module")
-def shared_documents():
-    return {path: json.loads(path.read_text()) for path in SHARED_FILES}
+def model_documents():
+    return {path: json.loads(path.read_text()) for path in GRAPH_FILES}
 
 
-if SHARED_FILES:
-    @pytest.mark.parametrize("path,mode,strategy,fit", SHARED_CASES,
-                             ids=[f"{p.stem}-{m}-{s}-{f}" for p, m, s, f in SHARED_CASES])
-    def test_shared_graph_offset_strategies_match_reference(shared_documents, path, mode, strategy, fit):
-        doc = shared_documents[path]
-        r = assert_e0(doc, mode=mode, strategy=strategy, fit=fit)
-        tmmu = ref.plan(doc, mode=mode)
-        check_offset_plan(doc, r, mode, strategy=strategy, fit=fit, tmmu_plan=tmmu)
-else:
-    def test_shared_graph_offset_strategies_match_reference():
-        if os.environ.get("CI"):
-            raise AssertionError(f"CI needs the shared graphs at {SHARED}")
-        pytest.skip(f"no shared graphs at {SHARED}")
+@pytest.mark.parametrize("path,mode,strategy,fit", MODEL_CASES,
+                         ids=[f"{p.stem}-{m}-{s}-{f}" for p, m, s, f in MODEL_CASES])
+def test_model_graph_offset_strategies_match_reference(model_documents, path, mode, strategy, fit):
+    doc = model_documents[path]
+    r = assert_e0(doc, mode=mode, strategy=strategy, fit=fit)
+    tmmu = ref.plan(doc, mode=mode)
+    check_offset_plan(doc, r, mode, strategy=strategy, fit=fit, tmmu_plan=tmmu)
 
 
 def huge_interval_graph():

@@ -1,5 +1,5 @@
 """Allocation traces (docs/determinism.md §6): the golden traces of every
-shared graph x mode, regenerated from the core, identical to the reference's
+model graph (data/graphs) x mode, regenerated from the core, identical to the reference's
 and verified by ``emel-trace verify``; the JSON Lines and CBOR forms; the
 CLI's exit codes and first-difference report."""
 
@@ -16,12 +16,12 @@ import pytest
 import emel
 import emel.memory as mm
 from emel.memory import examples, reference, trace, trace_cli
+from repo_data import GRAPHS
 
 # Subprocesses must import the same emel as this process (the installed
 # wheel in CI, python/ in a development checkout).
 PACKAGE_ROOT = str(Path(emel.__file__).resolve().parents[1])
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def _golden_module():
@@ -32,11 +32,10 @@ def _golden_module():
 
 
 golden = _golden_module()
-CASES = golden.cases(SHARED / "graphs") if (SHARED / "graphs").is_dir() else []
+CASES = golden.cases(GRAPHS)
 
 
-@pytest.mark.skipif(not CASES and not os.environ.get("CI"), reason=f"no shared graphs at {SHARED}")
-def test_every_shared_graph_and_mode_has_a_golden_trace():
+def test_every_model_graph_and_mode_has_a_golden_trace():
     assert len(CASES) == 18
     committed = sorted(p.name for p in golden.GOLDEN.glob("*.jsonl.gz"))
     assert committed == sorted(golden.golden_path(g, m).name for g, m in CASES)

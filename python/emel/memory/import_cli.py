@@ -2,6 +2,7 @@
 
     emel-import MODEL.onnx [-o GRAPH.json] [--input-shape NAME=D,D,...]
     emel-import --torch MODULE:FUNCTION [--training] [-o GRAPH.json]
+    emel-import --example NAME [-o GRAPH.json]
 
 ``--torch``: ``FUNCTION()`` in the importable ``MODULE`` returns ``(model,
 example_inputs)``; the model is traced with :func:`emel.memory.from_torch`.
@@ -13,6 +14,7 @@ import argparse
 import importlib
 import sys
 
+from . import examples
 from .cli import add_input_shape_option, parse_input_shapes
 
 
@@ -23,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="an ONNX model file (.onnx)")
     p.add_argument("--torch", metavar="MODULE:FUNCTION",
                    help="a function returning (model, example_inputs) to trace with PyTorch")
+    p.add_argument("--example", metavar="NAME",
+                   help=f"write a bundled example graph ({', '.join(examples.names())})")
     p.add_argument("--training", action="store_true",
                    help="with --torch: the joint forward+backward graph of a training step")
     p.add_argument("-o", "--output", default="-", metavar="GRAPH.json",
@@ -59,8 +63,8 @@ def _torch_graph(spec: str, training: bool, name: str | None):
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    if (args.model is None) == (args.torch is None):
-        p.error("give an ONNX MODEL file or --torch MODULE:FUNCTION (one of them)")
+    if sum(x is not None for x in (args.model, args.torch, args.example)) != 1:
+        p.error("give an ONNX MODEL file, --torch MODULE:FUNCTION or --example NAME (one of them)")
     if args.training and args.torch is None:
         p.error("--training applies to --torch models")
     try:
@@ -68,12 +72,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     try:
-        if args.torch is not None:
+        if args.example is not None:
+            graph = examples.load(args.example)
+        elif args.torch is not None:
             graph = _torch_graph(args.torch, args.training, args.name)
         else:
             from .onnx_importer import from_onnx
             graph = from_onnx(args.model, input_shapes=shapes or None, name=args.name,
                               _flag="--input-shape")
+    except KeyError as e:  # an unknown example: its message lists the names
+        print(f"emel-import: {e.args[0]}", file=sys.stderr)
+        return 1
     except (OSError, ImportError, ValueError, AttributeError) as e:  # PlanError is a ValueError
         print(f"emel-import: {e}", file=sys.stderr)
         return 1

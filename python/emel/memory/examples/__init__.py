@@ -2,6 +2,8 @@
 
 - ``llama-tiny-inference``: a 4-layer Llama-style decoder (RMSNorm, RoPE,
   SwiGLU, GQA), batch 1, 256 tokens — the default example.
+- ``llama-tiny-training``: the same decoder's training step (forward and
+  backward, batch 2): plan it with ``mode="backward"``.
 - ``resnet18-inference``: ResNet-18, batch 1, 224x224.
 """
 

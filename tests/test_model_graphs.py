@@ -1,13 +1,7 @@
-"""The real model graphs of ../shared/graphs: every mode plans, passes the
-invariants and matches the reference exactly (E0).
-
-Skipped cleanly in a user's checkout without ../shared; in CI (CI set) a
-missing directory is a failure, never a skip.
-"""
+"""The real model graphs of data/graphs: every mode plans, passes the
+invariants and matches the reference exactly (E0)."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -16,13 +10,7 @@ from emel.memory import reference
 
 from invariants import check_plan
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
-FILES = sorted(SHARED.glob("*.json")) if SHARED.is_dir() else []
-
-if not FILES:
-    if os.environ.get("CI"):
-        raise RuntimeError(f"CI needs the shared graphs at {SHARED}")
-    pytest.skip(f"no shared graphs at {SHARED}", allow_module_level=True)
+from repo_data import GRAPH_FILES as FILES
 
 CASES = [(path, mode) for path in FILES for mode in mm.MODES]
 
@@ -34,7 +22,7 @@ def documents():
 
 @pytest.mark.parametrize("path,mode", CASES, ids=[f"{p.stem}-{m}" for p, m in CASES])
 @pytest.mark.parametrize("alignment", [None, 32])
-def test_shared_graph_matches_reference_and_invariants(documents, path, mode, alignment):
+def test_model_graph_matches_reference_and_invariants(documents, path, mode, alignment):
     doc = documents[path]
     plan = mm.plan(doc, mode=mode, alignment=alignment)
     ours = plan.to_dict()
