@@ -18,7 +18,7 @@ from pathlib import Path
 from . import examples
 from .graph import load_graph
 from .formats import format_bytes
-from .planning import MODES, STRATEGIES, plan
+from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, mode_hint, plan
 from .shapes import resolve_at
 
 
@@ -34,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"default {examples.DEFAULT})")
     p.add_argument("--mode", choices=MODES, default="inference",
                    help="lifetime mode (default: inference)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="tmmu",
-                   help="placement strategy (default: tmmu; see docs/strategies.md)")
+    p.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
+                   help=f"placement strategy (default: {DEFAULT_STRATEGY}, the smallest plans; tmmu "
+                        f"is the specification's slot colouring)")
     p.add_argument("--fit", choices=("best", "first"), default="best",
                    help="gap choice of greedy_by_size (default: best)")
     p.add_argument("--time-budget-ms", type=int, default=200, metavar="MS",
@@ -57,8 +58,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", action="append", default=[], metavar="SYM=N",
                    help="plan for symbolic dimension SYM = N instead of its envelope's maximum "
                         "(repeatable); N outside the envelope is refused (SHAPE_ENVELOPE_EXCEEDED)")
+    add_layout_option(p)
     add_determinism_options(p)
     return p
+
+
+def add_layout_option(p: argparse.ArgumentParser) -> None:
+    """--separate-arenas, shared by every command that plans; read it with :func:`layout_of`."""
+    p.add_argument("--separate-arenas", action="store_true",
+                   help="give gradients an arena of their own, as the specification does "
+                        "(default: activations and gradients share one pooled arena, except "
+                        "under tmmu)")
+
+
+def layout_of(args) -> str | None:
+    """plan()'s arena_layout from --separate-arenas (None: the strategy's default)."""
+    return "separate" if args.separate_arenas else None
 
 
 def add_determinism_options(p: argparse.ArgumentParser, rank: bool = True) -> None:
@@ -199,6 +214,36 @@ def summary(result) -> str:
                       f"plan hash {result.plan_hash}"])
 
 
+def overhead_notes(result) -> list[str]:
+    """A line for each figure more than 1% above the peak of live bytes: why,
+    and which option lowers it."""
+    notes = []
+    for r in result.summary_rows():
+        if r["persistent"] or r["ratio"] is None or r["ratio"] <= 1.01:
+            continue
+        head = f"{r['arena']} is {r['ratio']:.3f}x its lower bound: "
+        if result.strategy == "tmmu":
+            notes.append(head + "tmmu, the specification's slot colouring, rounds every slot up to "
+                                "its largest tensor; --strategy auto (the default) places tensors "
+                                "at byte offsets")
+        elif result.strategy in ("greedy_by_size", "best_fit"):
+            notes.append(head + f"{result.strategy} is one greedy pass; --strategy auto (the "
+                                f"default) searches further")
+        elif not r["optimal"]:
+            notes.append(head + f"the search stopped at its work budget having proven no plan "
+                                f"below {format_bytes(r['proven_bound'])}; a larger "
+                                f"--time-budget-ms searches longer")
+    transient = [r["arena"] for r in result.summary_rows() if not r["persistent"]]
+    if len(transient) > 1 and result.graph is not None:
+        live = result.peak(top=0).live_bytes
+        if result.total_bytes > 1.01 * live:
+            notes.append(f"total {format_bytes(result.total_bytes)} is {result.total_bytes / live:.3f}x "
+                         f"the {format_bytes(live)} live at the peak over all arenas: "
+                         f"{', '.join(transient)} each peak at their own step; pooled arenas (the "
+                         f"default: drop --separate-arenas) plan them as one")
+    return notes
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if (args.graph is None) == (args.example is None):
@@ -215,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         if symbols:
             source = resolve_at(source.to_dict(), symbols)
         result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
-                      fit=args.fit, time_budget_ms=args.time_budget_ms, **determinism)
+                      fit=args.fit, time_budget_ms=args.time_budget_ms,
+                      arena_layout=layout_of(args), **determinism)
     except (OSError, KeyError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
@@ -224,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         out.write(result.to_json(indent=1) + "\n")
         return 0
     print(summary(result))
+    for note in overhead_notes(result):
+        print(f"note: {note}")
+    hint = mode_hint(result.graph, args.mode)
+    if hint:
+        print(hint)
     if args.why:
         print(result.peak(top=args.top))
     if args.json:

@@ -248,7 +248,7 @@ def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import add_input_shape_option
+    from .cli import add_input_shape_option, add_layout_option
     p = argparse.ArgumentParser(
         prog="emel-fit",
         description="The largest value of a model dimension (batch, sequence) whose plan fits "
@@ -272,11 +272,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="also print the plan's bytes at these values")
     p.add_argument("--json", default=None, metavar="OUT", help="write the answer as JSON to OUT")
     add_input_shape_option(p)
+    add_layout_option(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import parse_input_shapes
+    from .cli import layout_of, parse_input_shapes
     p = _parser()
     args = p.parse_args(argv)
     try:
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                         if args.curve else [])
     except ValueError as e:
         p.error(str(e))
-    kwargs = {"mode": args.mode, "strategy": args.strategy}
+    kwargs = {"mode": args.mode, "strategy": args.strategy, "arena_layout": layout_of(args)}
     try:
         lo, hi = args.min, args.max
         if args.model.lower().endswith(".onnx"):

@@ -104,8 +104,25 @@ def _share(n: int, total: int) -> str:
     return f"{n / total:.1%}" if total else "-"
 
 
-def category(entry: dict) -> str:
-    """The breakdown category of a graph tensor entry."""
+def saved_storages(graph) -> frozenset:
+    """The storage tensors kept for backward: those flagged saved_for_backward
+    and those a flagged view (or a view of a view) lives in. A training import
+    often saves a layer's output through `detach` or `view`, so the flag sits
+    on the view while the bytes are the base's."""
+    base = {t["id"]: t["view_of"]["base"] for t in graph.tensors if "view_of" in t}
+    saved = set()
+    for t in graph.tensors:
+        if t.get("saved_for_backward"):
+            tid, hops = t["id"], 0
+            while tid in base and hops <= len(base):  # the graph is validated: no view cycle
+                tid, hops = base[tid], hops + 1
+            saved.add(tid)
+    return frozenset(saved)
+
+
+def category(entry: dict, saved: frozenset = frozenset()) -> str:
+    """The breakdown category of a graph tensor entry; ``saved``: the
+    storages kept for backward (:func:`saved_storages`)."""
     role = entry["role"]
     if role == "parameter":
         return "parameters"
@@ -117,7 +134,8 @@ def category(entry: dict) -> str:
         return "inputs"
     if role == "output":
         return "outputs"
-    return "saved_activations" if entry.get("saved_for_backward") else "temporaries"
+    return ("saved_activations" if entry.get("saved_for_backward") or entry["id"] in saved
+            else "temporaries")
 
 
 def live_curve(plan, arena: str | None = None) -> np.ndarray:
@@ -186,16 +204,17 @@ def peak(plan, arena: str | None = None, top: int = 10) -> PeakReport:
     arena_of = np.asarray(plan._core.arena_of)
     ids = plan.tensor_ids
 
+    saved = saved_storages(graph)
     breakdown = dict.fromkeys(CATEGORIES, 0)
     for i, size in zip(live.tolist(), sizes.tolist()):
-        breakdown[category(entries[ids[i]])] += size
+        breakdown[category(entries[ids[i]], saved)] += size
     order = sorted(range(len(live)), key=lambda k: (-int(sizes[k]), int(live[k])))[:top]
     tensors = []
     for k in order:
         i = int(live[k])
         entry = entries[ids[i]]
         tensors.append(PeakTensor(
-            id=ids[i], bytes=int(sizes[k]), role=entry["role"], category=category(entry),
+            id=ids[i], bytes=int(sizes[k]), role=entry["role"], category=category(entry, saved),
             arena=names[int(arena_of[i])], producer=producer.get(ids[i]),
             module=entry.get("module"), share=(int(sizes[k]) / total) if total else 0.0,
             birth=int(plan.births[i]), death=int(plan.deaths[i])))

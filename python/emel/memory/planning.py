@@ -26,6 +26,15 @@ from .symbolic import resolve
 
 MODES = ("inference", "forward", "backward")
 STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
+#: What plan() and every command that plans use unless told otherwise: the
+#: smallest plans (docs/strategies.md §4). tmmu, the specification's slot
+#: colouring, stays selectable by name.
+DEFAULT_STRATEGY = "auto"
+#: "pooled": the transient arenas a runtime keeps in one pool (activations and
+#: gradients) are planned as one arena, so the total is the peak of live bytes
+#: over all of them; "separate": the specification's one arena per role class.
+ARENA_LAYOUTS = ("pooled", "separate")
+_POOLED_ROLES = {"gradient": "activations"}
 FITS = ("best", "first")
 DEFAULT_TIME_BUDGET_MS = 200
 DEFAULT_ALIGNMENT = 128
@@ -117,22 +126,44 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
         raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
 
 
-def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
+def arena_layout_roles(arena_layout: str | None, strategy: str,
+                       role_arenas: Mapping | None) -> Mapping | None:
+    """``role_arenas`` with the layout applied. ``None`` is "separate" under
+    tmmu (the specification's algorithm keeps its layout, hashes and golden
+    traces) and "pooled" under every other strategy; a role the caller maps
+    itself stays where the caller put it."""
+    if arena_layout is None:
+        arena_layout = "separate" if strategy == "tmmu" else "pooled"
+    if arena_layout not in ARENA_LAYOUTS:
+        raise ValueError(f"arena_layout must be one of {', '.join(ARENA_LAYOUTS)}; "
+                         f"got {arena_layout!r}")
+    if arena_layout == "separate":
+        return role_arenas
+    if role_arenas is not None and not isinstance(role_arenas, Mapping):
+        return role_arenas  # check_role_arenas names the mistake
+    return {**_POOLED_ROLES, **(role_arenas or {})}
+
+
+def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
          arenas: Mapping | None = None, alignment: int | None = None, *,
          fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
          role_arenas: Mapping | None = None, replay_token: bytes | None = None,
          rank: int = 0, world_size: int = 1,
-         shard_spec: Mapping[str, int] | None = None, order: str = "given") -> "Plan":
+         shard_spec: Mapping[str, int] | None = None, order: str = "given",
+         arena_layout: str | None = None) -> "Plan":
     """Plan the memory of ``graph`` (a Graph, a path, a dict or JSON text).
 
-    ``mode``: inference, forward or backward. ``strategy``: tmmu (default),
-    greedy_by_size (``fit="best"`` or ``"first"``), best_fit, auto or
-    optimal (docs/strategies.md); ``time_budget_ms`` bounds auto and optimal
+    ``mode``: inference, forward or backward. ``strategy``: auto (default:
+    the smallest plans), tmmu (the specification's slot colouring),
+    greedy_by_size (``fit="best"`` or ``"first"``), best_fit or optimal
+    (docs/strategies.md); ``time_budget_ms`` bounds auto and optimal
     in deterministic work units, never wall time. ``arenas``: per-arena
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
     ``alignment``: the default alignment of every arena (128).
     ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
-    tensors to another arena. ``rank``, ``world_size``, ``shard_spec``
+    tensors to another arena. ``arena_layout``: "pooled" plans activations and
+    gradients as one arena (the default, except under tmmu), "separate" gives
+    gradients their own arena as the specification does. ``rank``, ``world_size``, ``shard_spec``
     (``{tensor id: axis}``): plan rank ``rank``'s share of a sharded graph
     (docs/dynamic-shapes-and-sharding.md); with ``replay_token`` (32 bytes;
     default derived from the graph and mode) they are inputs of the plan hash
@@ -151,7 +182,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
     default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
         alignment, "alignment")
     config = check_arena_config(arenas)
-    roles = check_role_arenas(role_arenas)
+    roles = check_role_arenas(arena_layout_roles(arena_layout, strategy, role_arenas))
     token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
     g = graph_to_plan(graph, rank, world_size, spec)
     def run(graph_):
@@ -169,6 +200,23 @@ def plan(graph: Any, mode: str = "inference", strategy: str = "tmmu",
                "alignment": default_alignment, "arenas": config,
                "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
     return Plan(core, graph_name=g.name, graph=g, options=options)
+
+
+def mode_hint(graph: Any, mode: str) -> str | None:
+    """One line when ``mode`` is probably not what was meant for ``graph``: a
+    training step (gradients, tensors saved for backward) planned in inference
+    mode, or a graph with neither planned in forward or backward mode; else None."""
+    g = load_graph(graph)
+    gradients = sum(1 for t in g.tensors if t.get("role") == "gradient")
+    saved = sum(1 for t in g.tensors if t.get("saved_for_backward"))
+    if mode == "inference" and (gradients or saved):
+        return (f"note: {g.name or 'the graph'} is a training step ({gradients} gradients, {saved} "
+                f"tensors saved for backward) planned in inference mode, where every tensor dies "
+                f"at its last use; --mode backward (mode=\"backward\") plans the step as it runs")
+    if mode != "inference" and not gradients and not saved:
+        return (f"note: {g.name or 'the graph'} has no gradients and nothing saved for backward: "
+                f"{mode} mode plans it as inference does; --mode inference is probably meant")
+    return None
 
 
 def graph_to_plan(graph: Any, rank: int, world_size: int, shard_spec: Mapping) -> Graph:

@@ -43,13 +43,15 @@ def _load(path: str):
     return load_model_or_graph(path)
 
 
-def plan_one(path: str, mode: str, strategy: str, time_budget_ms: int = 200) -> dict:
+def plan_one(path: str, mode: str, strategy: str, time_budget_ms: int = 200,
+             arena_layout: str | None = None) -> dict:
     """Plan one graph file; a row of the sweep's results (errors are rows too)."""
     row = {"graph": os.path.basename(path), "mode": mode, "strategy": strategy}
     try:
         graph = _load(path)
         start = time.perf_counter()
-        result = plan(graph, mode=mode, strategy=strategy, time_budget_ms=time_budget_ms)
+        result = plan(graph, mode=mode, strategy=strategy, time_budget_ms=time_budget_ms,
+                      arena_layout=arena_layout)
         row["time_ms"] = (time.perf_counter() - start) * 1e3
     except PlanError as e:
         row.update(error=str(e), code=e.code)
@@ -103,29 +105,29 @@ class _Counter(_Silent):
 
 def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
           strategies: Sequence[str] = STRATEGIES, jobs: int = 1, time_budget_ms: int = 200,
-          progress: bool = True, client=None) -> list[dict]:
+          progress: bool = True, client=None, arena_layout: str | None = None) -> list[dict]:
     """Plan every path x mode x strategy; rows in that order. ``jobs`` > 1 uses worker
     processes; ``client`` (a ``distributed.Client``) runs the cells on its Dask cluster
-    instead, with the same rows in the same order."""
+    instead, with the same rows in the same order. ``arena_layout``: as plan()'s."""
     for m in modes:
         if m not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {m!r}")
     for s in strategies:
         if s not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {s!r}")
-    tasks = [(p, m, s) for p in paths for m in modes for s in strategies]
+    tasks = [(p, m, s, time_budget_ms, arena_layout) for p in paths for m in modes for s in strategies]
     rows: list[dict | None] = [None] * len(tasks)
     bar = _progress(len(tasks), progress)
     try:
         if client is not None:
-            _run_on_dask(client, tasks, time_budget_ms, rows, bar)
+            _run_on_dask(client, tasks, rows, bar)
         elif jobs <= 1:
             for k, task in enumerate(tasks):
-                rows[k] = plan_one(*task, time_budget_ms)
+                rows[k] = plan_one(*task)
                 bar.update()
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(plan_one, *task, time_budget_ms): k
+                futures = {pool.submit(plan_one, *task): k
                            for k, task in enumerate(tasks)}
                 for future in concurrent.futures.as_completed(futures):
                     rows[futures[future]] = future.result()
@@ -135,13 +137,13 @@ def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
     return rows  # type: ignore[return-value]
 
 
-def _run_on_dask(client, tasks, time_budget_ms: int, rows: list, bar) -> None:
+def _run_on_dask(client, tasks, rows: list, bar) -> None:
     """Each cell a Dask task; results land in their task's row whatever order they finish in.
 
     The workers read the graph files themselves, so the paths must be valid on
     them (a shared file system, or the same checkout)."""
     from distributed import as_completed
-    futures = [client.submit(plan_one, *task, time_budget_ms, pure=False,
+    futures = [client.submit(plan_one, *task, pure=False,
                              key=f"emel-sweep-{k}-{os.getpid()}-{time.monotonic_ns()}")
                for k, task in enumerate(tasks)]
     index = {future.key: k for k, future in enumerate(futures)}
@@ -196,6 +198,7 @@ def _split(value: str, allowed: Sequence[str], what: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .cli import add_layout_option
     p = argparse.ArgumentParser(prog="emel-sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("directory", help="a directory of emel.graph/1 .json and .onnx files")
     p.add_argument("--strategies", default="all",
@@ -209,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="work budget of auto and optimal (default: 200)")
     p.add_argument("-o", "--output", metavar="RESULTS.json", help="write every row as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_layout_option(p)
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the plans on a Dask distributed cluster (e.g. tcp://host:8786) "
                         "instead of local processes; needs emel[sweep]")
@@ -216,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .cli import layout_of
     args = _parser().parse_args(argv)
     if not os.path.isdir(args.directory):
         print(f"emel-sweep: {args.directory} is not a directory", file=sys.stderr)
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = sweep(paths, args.modes, args.strategies, jobs=max(args.jobs, 1),
                      time_budget_ms=args.time_budget_ms, progress=not args.no_progress,
-                     client=client)
+                     client=client, arena_layout=layout_of(args))
         workers = (f"{len(client.scheduler_info()['workers'])} Dask workers at {args.scheduler}"
                    if client is not None else
                    f"{max(args.jobs, 1)} worker{'s' if args.jobs > 1 else ''}")

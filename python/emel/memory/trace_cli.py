@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from . import cbor
-from .cli import add_determinism_options, determinism_kwargs
+from .cli import add_determinism_options, add_layout_option, determinism_kwargs, layout_of
 from .errors import PlanError
-from .planning import MODES, STRATEGIES, plan
+from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
 
 
@@ -33,8 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("graph", help="an emel.graph/1 JSON file")
     rec.add_argument("-o", "--output", required=True, help="trace file (.cbor: CBOR, else JSON Lines; .gz after either: gzipped; '-': stdout)")
     rec.add_argument("--mode", choices=MODES, default="inference")
-    rec.add_argument("--strategy", choices=STRATEGIES, default="tmmu")
+    rec.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY)
     rec.add_argument("--alignment", type=int, default=None, metavar="N")
+    add_layout_option(rec)
     add_determinism_options(rec)
     ver = sub.add_parser("verify", help="plan GRAPH again and compare with TRACE")
     ver.add_argument("graph", help="an emel.graph/1 JSON file")
@@ -48,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def record(args) -> int:
     result = plan(args.graph, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
-                  fit=args.fit, time_budget_ms=args.time_budget_ms, **determinism_kwargs(args))
+                  fit=args.fit, time_budget_ms=args.time_budget_ms, arena_layout=layout_of(args),
+                  **determinism_kwargs(args))
     records = trace_records(result.to_dict())
     if args.output == "-":
         sys.stdout.write(to_jsonl(records))
@@ -79,7 +81,10 @@ def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit=
     arenas = {name: {"alignment_bytes": a["alignment"], "capacity_bytes": a["capacity_bytes"],
                      "page_size": a["page_size"], "persistent": a["persistent"]}
               for name, a in header["arenas"].items()}
+    # A trace lists its arenas: a gradients arena of its own is the separate layout.
+    layout = "separate" if "gradients" in header["arenas"] else "pooled"
     result = plan(graph, mode=header["mode"], strategy=header["strategy"], arenas=arenas,
+                  arena_layout=layout,
                   fit=fit, time_budget_ms=time_budget_ms, replay_token=replay_token,
                   rank=header["rank"], world_size=header["world_size"], shard_spec=shard_spec)
     return trace_records(result.to_dict())

@@ -21,8 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .graph import ROLES, load_graph
-from .peak import live_curve
+from .graph import load_graph
+from .peak import live_curve, saved_storages
 from .plan_data import register_plan_method
 from .planning import STRATEGIES, plan as make_plan
 
@@ -30,7 +30,11 @@ from .planning import STRATEGIES, plan as make_plan
 ROLE_COLORS = {
     "input": "#0072B2", "parameter": "#999999", "activation": "#E69F00",
     "gradient": "#D55E00", "optimizer_state": "#CC79A7", "output": "#009E73",
+    # activations kept for backward, apart from the temporaries (training plots)
+    "saved activation": "#56B4E9",
 }
+KINDS = ("input", "parameter", "saved activation", "activation", "gradient", "optimizer_state",
+         "output")
 
 
 def _require_matplotlib():
@@ -105,11 +109,14 @@ def high_water(plan, arena: str) -> np.ndarray:
 
 
 def _roles(plan, graph) -> list[str]:
-    """Role per tensor; without a graph, persistent arenas read as parameters."""
+    """Kind per tensor (a role, or "saved activation" for an activation kept for
+    backward); without a graph, persistent arenas read as parameters."""
     graph = graph if graph is not None else getattr(plan, "graph", None)
     if graph is not None:
         graph = load_graph(graph)
-        by_id = {t["id"]: t["role"] for t in graph.tensors}
+        saved = saved_storages(graph)
+        by_id = {t["id"]: ("saved activation" if t["role"] == "activation" and t["id"] in saved
+                           else t["role"]) for t in graph.tensors}
         return [by_id.get(tid, "activation") for tid in plan.tensor_ids]
     persistent = [row["persistent"] for row in plan._arena_rows]
     arena_of = np.asarray(plan._core.arena_of).tolist()
@@ -241,7 +248,7 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
     deaths = plan.deaths[rows].astype(np.float64) + 1.0
     lows = plan.offsets[rows].astype(np.float64) / scale
     highs = (plan.offsets[rows] + plan.sizes[rows]).astype(np.float64) / scale
-    for role in ROLES:
+    for role in KINDS:
         pick = [k for k, i in enumerate(rows.tolist()) if roles[i] == role]
         if not pick:
             continue
