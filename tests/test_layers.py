@@ -65,6 +65,8 @@ LAYERS = {
     # 4: plan consumers and what-if tools
     "arenas": 4, "checkpoint": 4, "trace": 4, "peak": 4, "viz": 4, "pooling": 4, "shapes": 4,
     "ggml": 4, "cost_model": 4, "remat": 4,
+    # the optimizer step a training import adds (graph edits, no torch)
+    "optimizers": 2,
     # 5: importers
     "torch_importer": 5, "onnx_importer": 5, "remat_torch": 5,
     # 6: command lines and the package itself

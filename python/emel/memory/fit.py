@@ -14,7 +14,12 @@ proves it does not.
 
     emel-fit MODEL.onnx|GRAPH.json --budget 24GiB --dim batch [--strategy auto]
              [--mode M] [--min N] [--max N] [--arena NAME] [--curve V,V,...]
-             [--input-shape NAME=D,D,...] [--json OUT]
+             [--input-shape NAME=D,D,...] [--separate-arenas] [--json OUT]
+    emel-fit --torch MODULE:FUNCTION --budget 24GiB --dim batch [--training [--optimizer adam]] ...
+
+With ``--torch``, ``FUNCTION(value)`` returns ``(model, example_inputs)`` for
+that value of the dimension (build the model on the ``meta`` device: nothing is
+computed); each value is traced with from_torch.
 """
 
 from __future__ import annotations
@@ -82,7 +87,8 @@ def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int
         raise PlanError("INVALID_IR_SHAPES",
                         f"dim={dim!r} is not a symbolic dimension of graph {doc.get('name')!r} "
                         f"(its symbols: {known}); give a graph with {{\"sym\": {dim!r}, \"max\": N}} "
-                        f"dims, or a function value -> graph")
+                        f"dims, or a function value -> graph (on the command line: emel-fit --torch "
+                        f"MODULE:FUNCTION traces a PyTorch model at each value)")
     return (lambda value: _at(doc, dim, value)), symbols[dim]
 
 
@@ -163,7 +169,8 @@ class FitResult:
 
 
 def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
-            hi: int | None = None, arena: str | None = None, **plan_kwargs) -> FitResult:
+            hi: int | None = None, arena: str | None = None,
+            on_probe: Callable[[int, int], None] | None = None, **plan_kwargs) -> FitResult:
     """The largest value of ``dim`` in ``[lo, hi]`` whose plan needs at most ``budget_bytes``.
 
     ``budget_bytes``: an int or text (``"24GiB"``). ``lo``/``hi`` default to
@@ -191,6 +198,8 @@ def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
         if value not in plans:
             plans[value] = plan(make(value), **plan_kwargs)
             tried[value] = _measure(plans[value], arena)
+            if on_probe is not None:   # progress: a traced model takes seconds a value
+                on_probe(value, tried[value])
         return tried[value] <= budget
 
     def result(value, nxt) -> FitResult:
@@ -215,6 +224,22 @@ def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
 # ---------------------------------------------------------------------------
 # emel-fit
 # ---------------------------------------------------------------------------
+def torch_at(spec: str, training: bool, optimizer: str | None) -> Callable[[int], Graph]:
+    """value -> the Graph of ``FUNCTION(value)``'s model traced with from_torch."""
+    from .import_cli import load_factory, trace_made
+    factory = load_factory(spec)
+    return lambda value: trace_made(factory(value), spec, training, None, optimizer)
+
+
+def _progress(dim: str, budget: int) -> Callable[[int, int], None]:
+    """One line on standard error per value planned: a search over traced
+    models takes seconds a value, and silence reads as a hang."""
+    def report(value: int, need: int) -> None:
+        print(f"emel-fit: {dim}={value}: {format_bytes(need)} "
+              f"({'fits' if need <= budget else 'over'})", file=sys.stderr, flush=True)
+    return report
+
+
 def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[int], Graph]:
     """value -> the ONNX model imported with every input dimension named ``dim`` at value.
 
@@ -249,12 +274,20 @@ def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[
 
 def _parser() -> argparse.ArgumentParser:
     from .cli import add_input_shape_option, add_layout_option
+    from .import_cli import add_optimizer_option
     p = argparse.ArgumentParser(
         prog="emel-fit",
         description="The largest value of a model dimension (batch, sequence) whose plan fits "
                     "a memory budget, proven by planning it and the next value.")
-    p.add_argument("model", help="an emel.graph/1 JSON file with symbolic dimensions, or an "
-                                 "ONNX model (.onnx) with a named input dimension")
+    p.add_argument("model", nargs="?", help="an emel.graph/1 JSON file with symbolic dimensions, "
+                                            "or an ONNX model (.onnx) with a named input dimension")
+    p.add_argument("--torch", metavar="MODULE:FUNCTION",
+                   help="a PyTorch model instead: FUNCTION(value) returns (model, example_inputs) "
+                        "at that value of --dim (MODULE may be a FILE.py path)")
+    p.add_argument("--training", action="store_true",
+                   help="with --torch: plan a training step (forward, backward and, with "
+                        "--optimizer, the optimizer's state and step)")
+    add_optimizer_option(p)
     p.add_argument("--budget", required=True, metavar="BYTES",
                    help="the memory budget: 24GiB, 512MiB, 1.5GB or a number of bytes")
     p.add_argument("--dim", required=True, metavar="NAME",
@@ -263,7 +296,8 @@ def _parser() -> argparse.ArgumentParser:
                    "the symbol's declared minimum; 1 for ONNX)")
     p.add_argument("--max", type=int, default=None, metavar="N", help="largest value (default: "
                    "the symbol's declared maximum; 4096 for ONNX)")
-    p.add_argument("--mode", choices=MODES, default="inference")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="lifetime mode (default: backward with --training, else inference)")
     p.add_argument("--strategy", choices=STRATEGIES, default="auto",
                    help="placement strategy (default: auto, the smallest plans)")
     p.add_argument("--arena", default=None, metavar="NAME",
@@ -287,17 +321,32 @@ def main(argv: list[str] | None = None) -> int:
                         if args.curve else [])
     except ValueError as e:
         p.error(str(e))
-    kwargs = {"mode": args.mode, "strategy": args.strategy, "arena_layout": layout_of(args)}
+    if (args.model is None) == (args.torch is None):
+        p.error("give a MODEL file or --torch MODULE:FUNCTION (one of them)")
+    if (args.training or args.optimizer) and args.torch is None:
+        p.error("--training and --optimizer apply to --torch models")
+    if args.optimizer and not args.training:
+        p.error("--optimizer applies to --training")
+    mode = args.mode or ("backward" if args.training else "inference")
+    kwargs = {"mode": mode, "strategy": args.strategy, "arena_layout": layout_of(args)}
     try:
         lo, hi = args.min, args.max
-        if args.model.lower().endswith(".onnx"):
+        if args.torch is not None:
+            graph = torch_at(args.torch, args.training, args.optimizer)
+            lo, hi = (1 if lo is None else lo), (4096 if hi is None else hi)
+        elif args.model.lower().endswith(".onnx"):
             graph = onnx_at(args.model, args.dim, shapes)
             lo, hi = (1 if lo is None else lo), (4096 if hi is None else hi)
         else:
             if shapes:
                 raise ValueError("--input-shape applies to ONNX models only")
             graph = load_graph(args.model)
-        answer = max_fit(graph, budget, args.dim, lo=lo, hi=hi, arena=args.arena, **kwargs)
+            from .planning import mode_hint
+            hint = mode_hint(graph, mode)
+            if hint:
+                print(f"emel-fit: {hint}", file=sys.stderr)
+        answer = max_fit(graph, budget, args.dim, lo=lo, hi=hi, arena=args.arena,
+                         on_probe=_progress(args.dim, budget), **kwargs)
         rows = memory_curve(graph, args.dim, curve_values, arena=args.arena, **kwargs)
     except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-fit: {e}", file=sys.stderr)

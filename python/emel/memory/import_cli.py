@@ -1,7 +1,7 @@
 """emel-import: write the `emel.graph/1` JSON of an ONNX or PyTorch model.
 
     emel-import MODEL.onnx [-o GRAPH.json] [--input-shape NAME=D,D,...]
-    emel-import --torch MODULE:FUNCTION [--training] [-o GRAPH.json]
+    emel-import --torch MODULE:FUNCTION [--training [--optimizer NAME]] [-o GRAPH.json]
     emel-import --example NAME [-o GRAPH.json]
 
 ``--torch``: ``FUNCTION()`` in the importable ``MODULE`` returns ``(model,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import examples
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"write a bundled example graph ({', '.join(examples.names())})")
     p.add_argument("--training", action="store_true",
                    help="with --torch: the joint forward+backward graph of a training step")
+    add_optimizer_option(p)
     p.add_argument("-o", "--output", default="-", metavar="GRAPH.json",
                    help="where to write the graph (default: standard output)")
     p.add_argument("--name", help="the graph's name (default: the model's)")
@@ -36,16 +38,42 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _torch_graph(spec: str, training: bool, name: str | None):
-    module_name, sep, func_name = spec.partition(":")
+def add_optimizer_option(p: argparse.ArgumentParser) -> None:
+    from .optimizers import OPTIMIZER_NAMES
+    p.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=None,
+                   help="with --training: add the state this optimizer allocates and its step "
+                        "(" + "; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NAMES.items()) + ")")
+
+
+def load_factory(spec: str):
+    """The function ``MODULE:FUNCTION`` names: an importable module (one beside
+    the caller included, as `python -m` finds it) or a ``.py`` file's path."""
+    module_name, sep, func_name = spec.rpartition(":")
     if not sep or not module_name or not func_name:
-        raise ValueError(f"--torch wants MODULE:FUNCTION, got {spec!r}")
-    sys.path.insert(0, ".")  # a module beside the caller, as `python -m` would find it
-    try:
-        factory = getattr(importlib.import_module(module_name), func_name)
-    finally:
-        sys.path.pop(0)
-    made = factory()
+        raise ValueError(f"--torch wants MODULE:FUNCTION (or FILE.py:FUNCTION), got {spec!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        import importlib.util
+        if not os.path.isfile(module_name):
+            raise ValueError(f"--torch {spec}: no file {module_name!r}")
+        spec_ = importlib.util.spec_from_file_location(
+            os.path.splitext(os.path.basename(module_name))[0], module_name)
+        module = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(module)
+    else:
+        sys.path.insert(0, ".")  # a module beside the caller, as `python -m` would find it
+        try:
+            module = importlib.import_module(module_name)
+        finally:
+            sys.path.pop(0)
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise ValueError(f"--torch {spec}: {module_name} has no function {func_name!r}")
+    return factory
+
+
+def trace_made(made, spec: str, training: bool, name: str | None, optimizer: str | None = None):
+    """from_torch of what a --torch factory returned: (model, args[, kwargs])."""
+    func_name = spec.rpartition(":")[2]
     # (model, args) or (model, args, kwargs): say so in one line, not a traceback.
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
         raise ValueError(f"--torch {spec}: {func_name}() must return (model, example_inputs) or "
@@ -57,7 +85,12 @@ def _torch_graph(spec: str, training: bool, name: str | None):
         raise ValueError(f"--torch {spec}: the first value {func_name}() returns must be a "
                          f"torch.nn.Module, got {type(model).__name__}")
     from .torch_importer import from_torch
-    return from_torch(model, example_inputs, training=training, kwargs=kwargs, name=name)
+    return from_torch(model, example_inputs, training=training, kwargs=kwargs, name=name,
+                      optimizer=optimizer)
+
+
+def _torch_graph(spec: str, training: bool, name: str | None, optimizer: str | None = None):
+    return trace_made(load_factory(spec)(), spec, training, name, optimizer)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give an ONNX MODEL file, --torch MODULE:FUNCTION or --example NAME (one of them)")
     if args.training and args.torch is None:
         p.error("--training applies to --torch models")
+    if args.optimizer and not args.training:
+        p.error("--optimizer applies to --training")
     try:
         shapes = parse_input_shapes(args.input_shape)
     except ValueError as e:
@@ -75,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.example is not None:
             graph = examples.load(args.example)
         elif args.torch is not None:
-            graph = _torch_graph(args.torch, args.training, args.name)
+            graph = _torch_graph(args.torch, args.training, args.name, args.optimizer)
         else:
             from .onnx_importer import from_onnx
             graph = from_onnx(args.model, input_shapes=shapes or None, name=args.name,

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from .errors import PlanError
 from .graph import DTYPE_BYTES, Graph
+from .optimizers import add_optimizer_step, optimized_parameters, optimizer_kind
 
 
 def _require_torch():
@@ -172,7 +173,7 @@ def _data_dependent_error(torch, exc, module: str | None) -> PlanError | None:
 
 def from_torch(model, example_inputs: Any = (), training: bool = False, *,
                kwargs: dict | None = None, loss_fn: Callable | None = None,
-               name: str | None = None) -> Graph:
+               name: str | None = None, optimizer: Any = None) -> Graph:
     """Trace ``model(*example_inputs, **kwargs)`` and return its `emel.graph/1` Graph.
 
     ``example_inputs``: a tensor, a tuple of arguments (tensors, or pytrees of
@@ -184,7 +185,11 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     ``training=True``: the joint forward+backward graph of one step, in train
     mode, with the loss ``loss_fn(outputs)`` (default: the sum of every
     floating-point output); the loss and the parameter gradients are the
-    graph's outputs. Parameters and buffers get the role ``parameter``. Every
+    graph's outputs. ``optimizer`` (with ``training=True``): a torch.optim.SGD,
+    Adam or AdamW instance over the model's parameters, or a name (sgd,
+    sgd_momentum, adam, adamw): the state it allocates is added as
+    ``optimizer_state`` tensors and its step's temporaries after the backward
+    pass (emel.memory.optimizers). Parameters and buffers get the role ``parameter``. Every
     tensor and node made inside a submodule carries its ``module`` path.
     """
     torch = _require_torch()
@@ -208,6 +213,10 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     paths_leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
     leaves = [leaf for _, leaf in paths_leaves]
     tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    if optimizer is not None and not training:
+        raise ValueError("from_torch: optimizer= needs training=True (the optimizer steps after the backward pass)")
+    if optimizer is not None:
+        optimizer_kind(optimizer)   # an unsupported optimizer is refused before tracing
     if training and not trainable:
         raise ValueError("from_torch(training=True): the model has no parameter that requires grad")
 
@@ -258,9 +267,15 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     source = (f"emel.memory.from_torch: torch {torch.__version__} make_fx (fake tensors) of "
               f"{type(model).__name__}, {'joint forward+backward training step' if training else 'inference'}; "
               f"views and in-place results found by storage sharing")
-    return _graph_from_fx(gm, placeholder_names, placeholder_roles, training,
-                          grad_names=trainable, name=title, source=source,
-                          modules=tracker.modules_of(gm))
+    grad_of: dict[str, str] = {}
+    graph = _graph_from_fx(gm, placeholder_names, placeholder_roles, training,
+                           grad_names=trainable, name=title, source=source,
+                           modules=tracker.modules_of(gm), grad_of=grad_of)
+    if optimizer is not None:
+        names = [n for n in optimized_parameters(optimizer, params) if n in trainable]
+        add_optimizer_step(graph, optimizer, names, grad_of)
+        graph.source += f"; optimizer step: {optimizer_kind(optimizer).name}"
+    return graph
 
 
 def _leaf_names(model, paths: list, n_args: int) -> list[str]:
@@ -351,7 +366,9 @@ def _tensors_in(value, torch) -> list:
 
 
 def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_names, name,
-                   source, modules: dict | None = None) -> Graph:
+                   source, modules: dict | None = None, grad_of: dict | None = None) -> Graph:
+    """The Graph of a traced step; ``grad_of``, when given, is filled with
+    parameter name -> the tensor id of its gradient."""
     torch = _require_torch()
     modules = modules or {}
     b = _Builder(torch)
@@ -390,6 +407,8 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
                 results = fx_node.args[0]
                 for grad, pname in zip(results[1:], grad_names):
                     for ident in ids_of.get(grad, []) if isinstance(grad, torch.fx.Node) else []:
+                        if grad_of is not None:
+                            grad_of.setdefault(pname, ident)
                         for tid in (ident, b.root(ident)):   # the view handed back, its storage
                             if "." in pname and "module" not in b.tensors[tid]:
                                 b.tensors[tid]["module"] = pname.rsplit(".", 1)[0]
