@@ -274,3 +274,33 @@ def test_onnx_module_paths_from_exporter_name_scopes():
     g = mm.from_onnx(model)
     assert g.nodes[0]["module"] == "model.layers.0"
     assert next(t for t in g.tensors if t["id"] == "y")["module"] == "model.layers.0"
+
+
+class Branch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if y.sum() > 0:               # Python control flow on a tensor's value
+            return y * 2
+        return y
+
+
+def test_a_branch_on_a_value_names_the_users_line_and_suggests_control_flow():
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_torch(Branch(), torch.randn(4, 8))
+    message = str(e.value)
+    assert f"{__file__}:" in message and "if y.sum() > 0:" in message
+    assert "torch.where(cond, a, b)" in message and "torch.cond" in message and "layerdrop" in message
+
+
+def test_a_model_failing_on_its_inputs_is_one_quiet_plan_error(capfd):
+    with pytest.raises(mm.PlanError) as e:
+        mm.from_torch(nn.Linear(8, 8), torch.randn(2, 9))
+    assert e.value.code == "INVALID_IR_SHAPES"
+    assert "failed while tracing on its example inputs" in str(e.value)
+    assert "RuntimeError" in str(e.value) and "[2, 9]" in str(e.value)
+    captured = capfd.readouterr()
+    assert "fake_tensor" not in captured.err and "Traceback" not in captured.err

@@ -443,6 +443,11 @@ def _gc_paused():
 
 def _decode(data: bytes, where: str) -> str:
     """JSON bytes as text, in the encoding json.loads would detect."""
+    if data.startswith((b"PK\x03\x04", b"\x80\x02", b"\x80\x04", b"\x80\x05")):
+        # torch.save writes a zip archive (a pickle before torch 1.6)
+        raise _invalid(f"{where} looks like a PyTorch file (torch.save), not an emel.graph/1 JSON "
+                       f"document: trace the model with emel-import --torch MODULE:FUNCTION (a "
+                       f"function returning the model and example inputs) or emel.memory.from_torch")
     try:
         return data.decode(json.detect_encoding(data), "surrogatepass")
     except UnicodeDecodeError as e:

@@ -354,6 +354,9 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
 
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
 
+    # Exporters name every graph alike (torch: "main_graph"): the file says which model it is.
+    if name is None and isinstance(path_or_model, (str, os.PathLike)):
+        name = os.path.splitext(os.path.basename(os.fspath(path_or_model)))[0]
     g = Graph(name=name or graph.name or "onnx-model",
               source=f"emel.memory.from_onnx: ONNX IR {model.ir_version}, opsets {opsets}; "
                      f"shapes from onnx.shape_inference")

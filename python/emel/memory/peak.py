@@ -68,8 +68,9 @@ class PeakReport:
             running += f" ({self.op}"
             running += f", {self.phase})" if self.phase else ")"
         lines = [f"peak of {self.graph or '(unnamed)'} ({self.mode}, {self.strategy}), {where}: "
-                 f"{format_bytes(self.live_bytes)} live at step {self.step} of "
-                 f"{self.live_tensors} tensors; the plan reserves {format_bytes(self.planned_bytes)}",
+                 f"{format_bytes(self.live_bytes)} in {self.live_tensors} live "
+                 f"tensor{'s' if self.live_tensors != 1 else ''} at step {self.step}; the plan "
+                 f"reserves {format_bytes(self.planned_bytes)}",
                  f"running: {running}" + (f" in {self.module}" if self.module else "")]
         parts = [f"{name.replace('_', ' ')} {format_bytes(n)} ({_share(n, self.live_bytes)})"
                  for name, n in self.breakdown.items() if n]

@@ -317,13 +317,14 @@ class Plan:
 
 
 def _method_text(row: dict) -> str:
-    """' (auto_search, optimal)' / ' (optimal_search, within 0.4% of optimal)': how an
-    offset arena was placed and what the search proved; '' for slot arenas."""
+    """' (optimal)' / ' (within 0.4% of optimal)': what auto's or optimal's
+    search proved of an arena (the pass that won is the document's `method`);
+    ' (greedy_by_size_best_fit)': the single pass asked for; '' for slot arenas."""
     if row["slots"] is not None or not row["method"]:
         return ""
     if row["optimal"] is None:
         return f" ({row['method']})"
     if row["optimal"]:
-        return f" ({row['method']}, optimal)"
+        return " (optimal)"
     gap = row["size"] / row["proven_bound"] - 1 if row["proven_bound"] else None
-    return f" ({row['method']}, {'no bound proven' if gap is None else f'within {gap:.1%} of optimal'})"
+    return f" ({'no bound proven' if gap is None else f'within {gap:.1%} of optimal'})"

@@ -38,17 +38,21 @@ def graph_files(directory: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str):
+def _load(path: str, input_shapes: tuple = ()):
+    """``input_shapes``: (name, dims) pairs for ONNX models (hashable, for the cache)."""
     from .cli import load_model_or_graph
-    return load_model_or_graph(path)
+    shapes = {name: list(dims) for name, dims in input_shapes}
+    if shapes and not path.lower().endswith(".onnx"):
+        shapes = {}   # --input-shape is for the directory's ONNX models only
+    return load_model_or_graph(path, shapes)
 
 
 def plan_one(path: str, mode: str, strategy: str, time_budget_ms: int = 200,
-             arena_layout: str | None = None) -> dict:
+             arena_layout: str | None = None, input_shapes: tuple = ()) -> dict:
     """Plan one graph file; a row of the sweep's results (errors are rows too)."""
     row = {"graph": os.path.basename(path), "mode": mode, "strategy": strategy}
     try:
-        graph = _load(path)
+        graph = _load(path, input_shapes)
         start = time.perf_counter()
         result = plan(graph, mode=mode, strategy=strategy, time_budget_ms=time_budget_ms,
                       arena_layout=arena_layout)
@@ -105,17 +109,21 @@ class _Counter(_Silent):
 
 def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
           strategies: Sequence[str] = STRATEGIES, jobs: int = 1, time_budget_ms: int = 200,
-          progress: bool = True, client=None, arena_layout: str | None = None) -> list[dict]:
+          progress: bool = True, client=None, arena_layout: str | None = None,
+          input_shapes: dict | None = None) -> list[dict]:
     """Plan every path x mode x strategy; rows in that order. ``jobs`` > 1 uses worker
     processes; ``client`` (a ``distributed.Client``) runs the cells on its Dask cluster
-    instead, with the same rows in the same order. ``arena_layout``: as plan()'s."""
+    instead, with the same rows in the same order. ``arena_layout``: as plan()'s;
+    ``input_shapes``: name -> dims for ONNX inputs with symbolic dimensions."""
     for m in modes:
         if m not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {m!r}")
     for s in strategies:
         if s not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {s!r}")
-    tasks = [(p, m, s, time_budget_ms, arena_layout) for p in paths for m in modes for s in strategies]
+    shapes = tuple(sorted((k, tuple(v)) for k, v in (input_shapes or {}).items()))
+    tasks = [(p, m, s, time_budget_ms, arena_layout, shapes)
+             for p in paths for m in modes for s in strategies]
     rows: list[dict | None] = [None] * len(tasks)
     bar = _progress(len(tasks), progress)
     try:
@@ -198,7 +206,7 @@ def _split(value: str, allowed: Sequence[str], what: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import add_layout_option
+    from .cli import add_input_shape_option, add_layout_option
     p = argparse.ArgumentParser(prog="emel-sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("directory", help="a directory of emel.graph/1 .json and .onnx files")
     p.add_argument("--strategies", default="all",
@@ -213,6 +221,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="RESULTS.json", help="write every row as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_layout_option(p)
+    add_input_shape_option(p)
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the plans on a Dask distributed cluster (e.g. tcp://host:8786) "
                         "instead of local processes; needs emel[sweep]")
@@ -220,8 +229,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import layout_of
-    args = _parser().parse_args(argv)
+    from .cli import layout_of, parse_input_shapes
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        shapes = parse_input_shapes(args.input_shape)
+    except ValueError as e:
+        p.error(str(e))
     if not os.path.isdir(args.directory):
         print(f"emel-sweep: {args.directory} is not a directory", file=sys.stderr)
         return 1
@@ -233,17 +247,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.scheduler:
         try:
             client = connect(args.scheduler)
-        except (ImportError, OSError) as e:
+        except ImportError as e:
             print(f"emel-sweep: {e}", file=sys.stderr)
+            return 1
+        except OSError as e:   # no answer within CONNECT_TIMEOUT
+            print(f"emel-sweep: no Dask scheduler answered at {args.scheduler} ({e}); is "
+                  f"`dask scheduler` running there, and `dask worker {args.scheduler}` on the "
+                  f"workers?", file=sys.stderr)
             return 1
     start = time.perf_counter()
     try:
         rows = sweep(paths, args.modes, args.strategies, jobs=max(args.jobs, 1),
                      time_budget_ms=args.time_budget_ms, progress=not args.no_progress,
-                     client=client, arena_layout=layout_of(args))
-        workers = (f"{len(client.scheduler_info()['workers'])} Dask workers at {args.scheduler}"
-                   if client is not None else
-                   f"{max(args.jobs, 1)} worker{'s' if args.jobs > 1 else ''}")
+                     client=client, arena_layout=layout_of(args), input_shapes=shapes)
+        count = (len(client.scheduler_info()["workers"]) if client is not None
+                 else max(args.jobs, 1))
+        workers = (f"{count} {'Dask ' if client is not None else ''}worker{'s' if count != 1 else ''}"
+                   f"{' at ' + args.scheduler if client is not None else ''}")
     finally:
         if client is not None:
             client.close()

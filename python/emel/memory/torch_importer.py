@@ -22,7 +22,9 @@ roles.
 from __future__ import annotations
 
 import inspect
+import logging
 import operator
+import os
 from typing import Any, Callable
 
 from .errors import PlanError
@@ -154,21 +156,55 @@ class _ModuleTracker:
         return out
 
 
-def _data_dependent_error(torch, exc, module: str | None) -> PlanError | None:
-    """A PlanError for an op whose output size depends on tensor values, else None."""
+def _user_frame(exc) -> str | None:
+    """'file.py:12 in forward: if y.sum() > 0:' for the innermost frame of the
+    traceback outside torch and emel: the user's line that failed."""
+    import traceback
+    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (_torch_module(), _emel_module()))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)
+              and not f.filename.startswith("<")]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} in {f.name}" + (f": {f.line.strip()}" if f.line else "")
+
+
+def _torch_module():
+    import torch
+    return torch
+
+
+def _emel_module():
+    import emel
+    return emel
+
+
+def _tracing_error(torch, exc, module: str | None) -> PlanError | None:
+    """The one-line PlanError for an exception raised while tracing (None: our
+    own refusals, which pass as they are): a value-dependent branch or size,
+    or the model failing on its example inputs."""
+    if isinstance(exc, (PlanError, ValueError)):
+        return None
     from torch.fx.experimental import symbolic_shapes
     kinds = tuple(k for k in (getattr(symbolic_shapes, "GuardOnDataDependentSymNode", None),
                               getattr(torch._subclasses.fake_tensor, "DynamicOutputShapeException", None),
                               getattr(torch._subclasses.fake_tensor, "DataDependentOutputException", None))
                   if k is not None)
-    if not isinstance(exc, kinds):
-        return None
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = _user_frame(exc)
+    at = f" at {where}" if where else ""
+    inside = f"module {module!r}" if module else "the model's forward"
+    if isinstance(exc, kinds):
+        return PlanError("INVALID_IR_SHAPES",
+                         f"from_torch: {inside} depends on tensor values{at} ({type(exc).__name__}: "
+                         f"{first[:160]}); tracing computes shapes, not values. A Python branch on a "
+                         f"tensor (`if y.sum() > 0:`) can be written as torch.where(cond, a, b) or "
+                         f"torch.cond, or switched off for planning (a Hugging Face model's layerdrop: "
+                         f"eval mode or config.layerdrop=0); a size that depends on values (x[mask], "
+                         f"nonzero) can be bounded (torch.where(mask, x, 0), a top-k of fixed k)")
     return PlanError("INVALID_IR_SHAPES",
-                     f"from_torch: a data-dependent op in module {module or '(top level)'!r} "
-                     f"({type(exc).__name__}: {first[:200]}); its output size depends on tensor "
-                     f"values, which tracing does not compute. Bound the size instead (e.g. "
-                     f"torch.where(mask, x, 0) or a top-k of fixed k in place of x[mask])")
+                     f"from_torch: the model failed while tracing on its example inputs, in "
+                     f"{inside}{at}: {type(exc).__name__}: {first[:300]}")
 
 
 def from_torch(model, example_inputs: Any = (), training: bool = False, *,
@@ -246,17 +282,23 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     was_training = model.training
     model.train(training)
     tracker = _ModuleTracker(model, torch)
+    # A failing op would be logged by the fake-tensor machinery in ~20 lines
+    # before its exception reaches us; the PlanError below says it in one.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    fake_level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
     try:
         with torch.enable_grad() if training else torch.no_grad():
             # Non-fake inputs allowed: a model on ``meta`` may make real meta
             # tensors while tracing (an empty key/value cache); they hold no data.
             gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat_inputs)
     except Exception as e:
-        err = _data_dependent_error(torch, e, tracker.current())
+        err = _tracing_error(torch, e, tracker.current())
         if err is None:
             raise
         raise err from None
     finally:
+        fake_log.setLevel(fake_level)
         tracker.remove()
         model.train(was_training)
 

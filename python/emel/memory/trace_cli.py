@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from . import cbor
-from .cli import add_determinism_options, add_layout_option, determinism_kwargs, layout_of
+from .cli import (add_determinism_options, add_layout_option, determinism_kwargs, layout_of,
+                  load_model_or_graph)
 from .errors import PlanError
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
@@ -30,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Record or verify allocation traces (docs/determinism.md).")
     sub = p.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="plan GRAPH and write its trace")
-    rec.add_argument("graph", help="an emel.graph/1 JSON file")
+    rec.add_argument("graph", help="an emel.graph/1 JSON file or an ONNX model (.onnx)")
     rec.add_argument("-o", "--output", required=True, help="trace file (.cbor: CBOR, else JSON Lines; .gz after either: gzipped; '-': stdout)")
     rec.add_argument("--mode", choices=MODES, default="inference")
     rec.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY)
@@ -38,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     add_layout_option(rec)
     add_determinism_options(rec)
     ver = sub.add_parser("verify", help="plan GRAPH again and compare with TRACE")
-    ver.add_argument("graph", help="an emel.graph/1 JSON file")
+    ver.add_argument("graph", help="the emel.graph/1 JSON file (or ONNX model) the trace was recorded from")
     ver.add_argument("trace", help="a trace written by `emel-trace record`")
     add_determinism_options(ver, rank=False)  # verify takes rank and world size from the trace
     for q in (rec, ver):
@@ -48,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def record(args) -> int:
-    result = plan(args.graph, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
+    result = plan(load_model_or_graph(args.graph), mode=args.mode, strategy=args.strategy,
+                  alignment=args.alignment,
                   fit=args.fit, time_budget_ms=args.time_budget_ms, arena_layout=layout_of(args),
                   **determinism_kwargs(args))
     records = trace_records(result.to_dict())
@@ -95,9 +97,15 @@ def verify(args) -> int:
     if not recorded or recorded[0].get("record") != "allocation_header":
         print(f"emel-trace: {args.trace}: the first record is not an allocation_header", file=sys.stderr)
         return 2
-    fresh = replan_records(args.graph, recorded[0], **determinism_kwargs(args),
+    fresh = replan_records(load_model_or_graph(args.graph), recorded[0], **determinism_kwargs(args),
                            fit=args.fit, time_budget_ms=args.time_budget_ms)
-    diff = first_difference(fresh, recorded)
+    if recorded[0].get("ir_hash") != fresh[0].get("ir_hash"):
+        print(f"MISMATCH: {args.trace} was recorded from another graph than {args.graph} (their "
+              f"ir_hash differ: {str(recorded[0].get('ir_hash'))[:16]}... in the trace, "
+              f"{str(fresh[0].get('ir_hash'))[:16]}... for the graph); verify a trace against the "
+              f"graph it was recorded from")
+        return 1
+    diff = first_difference(recorded, fresh)   # the trace is what is expected
     if diff is None:
         print(f"OK: {args.trace} matches {args.graph} ({len(recorded)} records, "
               f"plan hash {recorded[-1].get('plan_hash')})")
