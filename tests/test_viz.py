@@ -9,6 +9,7 @@ pytest.importorskip("matplotlib")
 from matplotlib.collections import PolyCollection  # noqa: E402
 
 import emel.memory as mm  # noqa: E402
+from emel.memory.formats import format_bytes
 from emel.memory import examples, viz  # noqa: E402
 
 
@@ -80,10 +81,12 @@ def test_plan_plot_draws_memory_above_placement():
     assert np.isclose(max(live) * scale, p.arenas["activations"].lower_bound)
     assert [l.get_label() for l in top.lines] == [
         "live bytes", "placement high-water",
-        f"lower bound {p.arenas['activations'].lower_bound / scale:.3g} {unit}",
-        f"arena size {p.arenas['activations'].size / scale:.3g} {unit}",
-        f"peak {p.peak('activations').live_bytes / scale:.3g} {unit} at step "
+        f"lower bound {format_bytes(p.arenas['activations'].lower_bound)}",
+        f"arena size {format_bytes(p.arenas['activations'].size)}",
+        f"peak {format_bytes(p.peak('activations').live_bytes)} at step "
         f"{p.peak('activations').step}"]
+    # Units in labels, never scientific notation (1.15e+03 KiB)
+    assert not any("e+" in text.get_text() for ax in fig.axes for text in ax.texts)
     storage = sum(1 for t in p.tensors.values() if t.arena == "activations" and t.view_of is None)
     assert sum(len(c.get_paths()) for c in bottom.collections) == storage
     assert len(bottom.texts) == 8
@@ -185,3 +188,22 @@ def test_persistent_arena_has_no_empty_memory_panel():
     p = mm.plan(examples.load("resnet18-inference"))
     fig = p.plot(arena="parameters")
     assert len(fig.axes) == 1 and "parameters" in fig.axes[0].get_title()
+    # Bars of its largest tensors (not stripes of a placement), the rest in one bar
+    ax = fig.axes[0]
+    params = sorted((t.size, tid) for tid, t in p.tensors.items()
+                    if t.arena == "parameters" and t.view_of is None)
+    names = [label.get_text() for label in ax.get_yticklabels()]
+    assert p.tensors[names[0]].size == params[-1][0] and names[-1] == f"{len(params) - 8} others"
+    widths = sorted(patch.get_width() for patch in ax.patches)
+    assert len(ax.patches) == 9 and widths[-1] > 0
+
+
+def test_labels_stay_inside_the_axes():
+    p = mm.plan(examples.load("llama-tiny-inference"))
+    fig = p.plot(labels=20)
+    fig.canvas.draw()
+    for ax in fig.axes[1:]:
+        box = ax.get_window_extent()
+        for text in ax.texts:
+            inner = text.get_window_extent()
+            assert box.x0 - 1 <= inner.x0 and inner.x1 <= box.x1 + 1, text.get_text()

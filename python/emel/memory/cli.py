@@ -81,7 +81,7 @@ def add_determinism_options(p: argparse.ArgumentParser, rank: bool = True) -> No
     shared by emel-plan and emel-trace; parse them with :func:`determinism_kwargs`."""
     p.add_argument("--replay-token", default=None, metavar="HEX",
                    help="32-byte replay token as 64 hex digits (default: derived from the graph "
-                        "and mode; docs/determinism.md)")
+                        "and mode); an input of the plan hash, so replays can be told apart")
     p.add_argument("--shard-spec", default=None, metavar="JSON|FILE",
                    help='tensor id -> split axis, as JSON text (e.g. \'{"w": 0}\') or a JSON file')
     if rank:

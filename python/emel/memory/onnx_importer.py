@@ -35,7 +35,7 @@ def _require_onnx():
     try:
         import onnx  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without onnx
-        raise ImportError("emel.memory.from_onnx needs onnx: pip install '.[onnx]' from a checkout") from None
+        raise ImportError("emel.memory.from_onnx needs onnx: pip install 'emel[onnx]' (in a checkout: pip install '.[onnx]')") from None
     import onnx
     return onnx
 

@@ -165,7 +165,7 @@ def connect(address: str):
     try:
         from distributed import Client
     except ImportError:
-        raise ImportError("--scheduler needs Dask: pip install '.[sweep]' from a checkout "
+        raise ImportError("--scheduler needs Dask: pip install 'emel[sweep]' (in a checkout: '.[sweep]') "
                           "(or pip install 'dask[distributed]')") from None
     return Client(address, timeout=CONNECT_TIMEOUT)
 

@@ -36,7 +36,7 @@ def _require_torch():
     try:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without torch
-        raise ImportError("emel.memory.from_torch needs PyTorch: pip install '.[torch]' from a checkout (docs/importers.md)") from None
+        raise ImportError("emel.memory.from_torch needs PyTorch: pip install 'emel[torch]' (in a checkout: pip install '.[torch]'), which takes the CPU wheel torch==2.13.0") from None
     import torch
     return torch
 

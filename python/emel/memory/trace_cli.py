@@ -28,7 +28,7 @@ from .trace import encode, first_difference, parse, to_jsonl, trace_records
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="emel-trace",
-                                description="Record or verify allocation traces (docs/determinism.md).")
+                                description="Record a plan as an allocation trace, or plan a graph again and verify it against a recorded trace (traces: one record per tensor, its arena, offset and lifetime; the hashes of the plan).")
     sub = p.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="plan GRAPH and write its trace")
     rec.add_argument("graph", help="an emel.graph/1 JSON file or an ONNX model (.onnx)")

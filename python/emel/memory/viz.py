@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from .graph import load_graph
+from .formats import format_bytes
 from .peak import live_curve, saved_storages
 from .plan_data import register_plan_method
 from .planning import STRATEGIES, plan as make_plan
@@ -41,7 +42,7 @@ def _require_matplotlib():
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - exercised only without matplotlib
-        raise ImportError("emel.memory.viz needs matplotlib: pip install '.[plot]' from a checkout") from None
+        raise ImportError("emel.memory.viz needs matplotlib: pip install 'emel[plot]' (in a checkout: pip install '.[plot]')") from None
     return Figure
 
 
@@ -182,9 +183,9 @@ def plot_memory(plan, arena: str | None = None, ax=None, *, log: bool = False,
     ax.step(steps, top / scale, where="post", color="#E69F00", alpha=0.8,
             label="placement high-water")
     ax.axhline(info.lower_bound / scale, color="#009E73", linestyle="--",
-               label=f"lower bound {info.lower_bound / scale:.3g} {unit}")
+               label=f"lower bound {format_bytes(info.lower_bound)}")
     ax.axhline(info.size / scale, color="#D55E00", linestyle="-",
-               label=f"arena size {info.size / scale:.3g} {unit}")
+               label=f"arena size {format_bytes(info.size)}")
     _mark_backward(ax, plan, graph, text=True)
     ax.set_xlabel("execution step")
     ax.set_ylabel(unit)
@@ -212,9 +213,9 @@ def _annotate_peak(ax, plan, arena, graph, scale, unit, annotate: int) -> None:
     labels = dict(zip(plan.tensor_ids, tensor_labels(plan, graph)))
     y = report.live_bytes / scale
     ax.plot([report.step], [y], marker="v", color="#CC0000", markersize=8, linestyle="none",
-            label=f"peak {y:.3g} {unit} at step {report.step}")
+            label=f"peak {format_bytes(report.live_bytes)} at step {report.step}")
     if annotate > 0 and report.tensors:
-        lines = [f"{labels[t.id]}  {t.bytes / scale:.3g} {unit} ({t.share:.0%})"
+        lines = [f"{labels[t.id]}  {format_bytes(t.bytes)} ({t.share:.0%})"
                  for t in report.tensors]
         right = report.step > 0.6 * len(curve)   # keep the text inside the axes
         ax.annotate("\n".join(lines), xy=(report.step, y), xytext=(-12 if right else 12, -4),
@@ -271,7 +272,7 @@ def plot_placement(plan, arena: str | None = None, graph=None, ax=None, labels: 
     ax.set_xlabel("execution step")
     ax.set_ylabel(f"offset ({unit})")
     ratio = info.size / info.lower_bound if info.lower_bound else float("nan")
-    ax.set_title(title or f"{plan.graph_name or 'plan'} — {arena}: {info.size / scale:.3g} {unit}, "
+    ax.set_title(title or f"{plan.graph_name or 'plan'} — {arena}: {format_bytes(info.size)}, "
                           f"{ratio:.3f}× the lower bound ({plan.strategy})")
     _legend_outside(ax)
     return fig
@@ -315,6 +316,8 @@ def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
         if narrow:
             w, h = h * ax_h / ax_w, w * ax_w / ax_h
         mine = (x - w / 2, x + w / 2, y - h / 2, y + h / 2)
+        if mine[0] < 0 or mine[1] > 1 or mine[2] < 0 or mine[3] > 1:
+            continue            # it would be cut at the axes' edge: the next largest instead
         if any(_overlap(mine, other) for other in placed):
             continue
         placed.append(mine)
@@ -325,18 +328,48 @@ def _label_largest(ax, plan, rows, births, deaths, lows, highs, labels, y_top,
 def plot(plan, arena: str | None = None, graph=None, labels: int = 8, *, log: bool = False):
     """Memory over steps (top) above the placement picture (bottom) for one arena.
 
-    A persistent arena (parameters) holds the same bytes at every step, so it
-    gets the placement picture alone. ``log``: logarithmic byte axes."""
+    A persistent arena (parameters) holds the same bytes at every step: its
+    placement would be stripes, so it gets its largest tensors as bars
+    instead (:func:`plot_persistent`). ``log``: logarithmic byte axes."""
     Figure = _require_matplotlib()
     arena = arena or default_arena(plan)
     if _arena_info(plan, arena).persistent:
         fig = Figure(figsize=(11, 5), layout="constrained")
-        plot_placement(plan, arena, graph=graph, ax=fig.add_subplot(), labels=labels, log=log)
+        plot_persistent(plan, arena, graph=graph, ax=fig.add_subplot(), top=max(labels, 8))
         return fig
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1, 2])
     plot_memory(plan, arena, ax=top, log=log, graph=graph)
     plot_placement(plan, arena, graph=graph, ax=bottom, labels=labels, log=log)
+    return fig
+
+
+def plot_persistent(plan, arena: str, graph=None, ax=None, top: int = 12):
+    """A persistent arena as what it holds: its ``top`` largest tensors as
+    horizontal bars (bytes, coloured by kind), the rest summed in one bar."""
+    Figure = _require_matplotlib()
+    info = _arena_info(plan, arena)
+    fig = ax.figure if ax is not None else Figure(figsize=(9, 4.5), layout="constrained")
+    ax = ax if ax is not None else fig.add_subplot()
+    rows = _storage_rows(plan, arena)
+    kinds = _roles(plan, graph)
+    names = tensor_labels(plan, graph)
+    order = sorted(rows.tolist(), key=lambda i: (-int(plan.sizes[i]), i))
+    shown, rest = order[:top], order[top:]
+    bars = [(names[i], int(plan.sizes[i]), ROLE_COLORS.get(kinds[i], "#999999")) for i in shown]
+    if rest:
+        bars.append((f"{len(rest)} others", int(sum(int(plan.sizes[i]) for i in rest)), "#DDDDDD"))
+    scale, unit = _unit(max([b[1] for b in bars] + [1]))
+    ys = np.arange(len(bars))[::-1]
+    ax.barh(ys, [b[1] / scale for b in bars], color=[b[2] for b in bars], edgecolor="black",
+            linewidth=0.3)
+    ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
+    for y, (_, nbytes, _) in zip(ys, bars):
+        ax.text(nbytes / scale, y, f" {format_bytes(nbytes)}", va="center", fontsize=7)
+    ax.set_xlim(0, max(b[1] for b in bars) / scale * 1.2 if bars else 1)
+    ax.set_xlabel(unit)
+    ax.set_title(f"{plan.graph_name or 'plan'} — {arena} (persistent): {format_bytes(info.size)} in "
+                 f"{len(rows)} tensors, live at every step")
     return fig
 
 
@@ -356,7 +389,7 @@ def plot_strategies(graph, strategies: Sequence[str] | None = None, mode: str = 
         info = p.arenas[arena]
         ratio = info.size / info.lower_bound if info.lower_bound else float("nan")
         plot_placement(p, arena, graph=g, ax=ax, labels=labels, unit=unit,
-                       title=f"{p.strategy}: {info.size / scale:.3g} {unit}, {ratio:.3f}× bound")
+                       title=f"{p.strategy}: {format_bytes(info.size)}, {ratio:.3f}× bound")
     axes[0].set_ylim(0, top / scale * 1.05)
     handles, names = axes[0].get_legend_handles_labels()
     for k, ax in enumerate(axes):
