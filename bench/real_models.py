@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import emel.memory as mm  # noqa: E402
+from emel.memory.graph import tensor_bytes  # noqa: E402
 from _common import print_table, write_json  # noqa: E402
 
 
@@ -160,7 +161,9 @@ def _on(device, make):
 
 
 # -- Hugging Face models from configs ---------------------------------------------
-def hf(name, config_name, model_name, vocab=512, seq=32, **cfg):
+def hf(name, config_name, model_name, vocab=512, seq=32, feed=None, **cfg):
+    """A Hugging Face model from a small config; ``feed(batch, device)`` gives
+    its keyword inputs when they are not token ids (audio, images)."""
     import transformers as t
 
     def make(device="cpu"):
@@ -168,12 +171,38 @@ def hf(name, config_name, model_name, vocab=512, seq=32, **cfg):
         return _on(device, lambda: getattr(t, model_name)(config))
 
     def inputs(batch, device="cpu"):
+        if feed is not None:
+            return (), feed(batch, device)
         ids = torch.randint(0, vocab, (batch, seq), device=device)
         kw = {"input_ids": ids}
-        if model_name.startswith("T5"):
+        if model_name.startswith(("T5", "Bart")):
             kw["decoder_input_ids"] = ids[:, : seq // 2]
         return (), kw
     return name, make, inputs
+
+
+class Handwritten(nn.Module):
+    """A GRU, einsum, top-k, scatter and in-place chains: ops the HF models lack."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(16, 64)
+        self.gru = nn.GRU(64, 64, batch_first=True)
+        self.mix = nn.Parameter(torch.randn(64, 64) / 8)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        h, _ = self.gru(torch.relu_(self.embed(x)))
+        h = torch.einsum("btd,de->bte", h, self.mix)
+        top, idx = h.topk(8, dim=-1)
+        z = torch.zeros_like(h).scatter(-1, idx, top)
+        z.mul_(0.5).add_(h)
+        return self.head(z.mean(1))
+
+
+def handwritten(name):
+    return name, lambda device="cpu": _on(device, Handwritten), \
+        lambda batch, device="cpu": ((torch.randn(batch, 12, 16, device=device),), None)
 
 
 def models():
@@ -200,22 +229,82 @@ def models():
            word_embed_proj_dim=64, max_position_embeddings=64, **small),
         hf("t5", "T5Config", "T5ForConditionalGeneration", vocab_size=512, d_model=64, d_kv=16,
            d_ff=128, num_layers=2, num_heads=4),
+    ] + unseen_models()
+
+
+def unseen_models():
+    """Families the importer was not written against (issue 29's new-user trial)."""
+    small = dict(num_hidden_layers=2, num_attention_heads=4)
+    image = lambda batch, device: {  # noqa: E731
+        "pixel_values": torch.randn(batch, 3, 32, 32, device=device)}
+    return [
+        hf("phi3", "Phi3Config", "Phi3ForCausalLM", vocab_size=512, hidden_size=64,
+           intermediate_size=128, num_key_value_heads=2, max_position_embeddings=64,
+           pad_token_id=0, **small),
+        hf("gemma", "GemmaConfig", "GemmaForCausalLM", vocab_size=512, hidden_size=64,
+           intermediate_size=128, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+           **small),
+        hf("falcon", "FalconConfig", "FalconForCausalLM", vocab_size=512, hidden_size=64,
+           **small),
+        hf("bloom", "BloomConfig", "BloomForCausalLM", vocab_size=512, hidden_size=64, n_layer=2,
+           n_head=4),
+        hf("bart", "BartConfig", "BartForConditionalGeneration", vocab_size=512, d_model=64,
+           encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+           decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+           max_position_embeddings=64),
+        hf("wav2vec2", "Wav2Vec2Config", "Wav2Vec2Model", hidden_size=64, intermediate_size=128,
+           conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_feat_extract_layers=2,
+           num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, layerdrop=0.0,
+           mask_time_prob=0.0,  # train-time masking picks positions by value: off for planning
+           feed=lambda batch, device: {"input_values": torch.randn(batch, 1600, device=device)},
+           **small),
+        hf("swin", "SwinConfig", "SwinForImageClassification", image_size=32, patch_size=4,
+           embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4, feed=image),
+        hf("clip", "CLIPConfig", "CLIPModel",
+           text_config=dict(vocab_size=512, hidden_size=64, intermediate_size=128, **small,
+                            max_position_embeddings=32),
+           vision_config=dict(image_size=32, patch_size=8, hidden_size=64, intermediate_size=128,
+                              **small),
+           feed=lambda batch, device: {"input_ids": torch.randint(0, 512, (batch, 16), device=device),
+                                       "pixel_values": torch.randn(batch, 3, 32, 32, device=device)}),
+        handwritten("handwritten (GRU, einsum, top-k, scatter)"),
     ]
 
 
 def measure(name, make, inputs, training, batch=2):
+    """Inference, or a training step with Adam (its state checked against a real step)."""
     torch.manual_seed(0)
     model = make()
     args, kwargs = inputs(batch)
+    optimizer = torch.optim.Adam(model.parameters()) if training else None
     start = time.perf_counter()
-    graph = mm.from_torch(model, args, training=training, kwargs=kwargs,
+    graph = mm.from_torch(model, args, training=training, kwargs=kwargs, optimizer=optimizer,
                           name=f"{name}-{'training' if training else 'inference'}")
     seconds = time.perf_counter() - start
-    return row_of(name, "training" if training else "inference", graph, seconds,
-                  "backward" if training else "inference")
+    row = row_of(name, "training + adam" if training else "inference", graph, seconds,
+                 "backward" if training else "inference")
+    if training:
+        row["adam_state_bytes"] = sum(tensor_bytes(t) for t in graph.tensors
+                                      if t["role"] == "optimizer_state")
+        row["real_adam_bytes"] = real_adam_state(model, args, kwargs, optimizer)
+    return row
+
+
+def real_adam_state(model, args, kwargs, optimizer) -> int:
+    """The bytes Adam holds after one real step of the same model and inputs."""
+    model.train()
+    out = model(*args, **(kwargs or {}))
+    loss = sum(x.float().sum() for x in torch.utils._pytree.tree_leaves(out)
+               if isinstance(x, torch.Tensor) and x.is_floating_point())
+    loss.backward()
+    optimizer.step()
+    return sum(v.numel() * v.element_size() for state in optimizer.state.values()
+               for v in state.values() if isinstance(v, torch.Tensor))
 
 
 def row_of(name, kind, graph, seconds, mode):
+    default = mm.plan(graph, mode=mode)          # what a user gets with no options
+    live = default.peak(top=0).live_bytes
     plan = mm.plan(graph, mode=mode, strategy="auto")
     movable = [a for a in plan.arenas.values() if not a.persistent]
     size, bound = sum(a.size for a in movable), sum(a.lower_bound for a in movable)
@@ -228,6 +317,8 @@ def row_of(name, kind, graph, seconds, mode):
             "nodes": len(graph.nodes),
             "with_module": sum(1 for t in graph.tensors if t.get("module")) / len(graph.tensors),
             "auto_bytes": size, "bound_bytes": bound, "ratio": size / bound if bound else None,
+            "default_total": default.total_bytes, "peak_live": live,
+            "default_ratio": default.total_bytes / live if live else None,
             "execution_check": check}
 
 
@@ -306,7 +397,9 @@ def main() -> None:
     columns = [("model", "model", ""), ("kind", "kind", ""), ("import_s", "import s", ".2f"),
                ("tensors", "tensors", "d"), ("with_module", "module", ".0%"),
                ("auto_bytes", "auto B", ","), ("bound_bytes", "bound B", ","),
-               ("ratio", "auto/bound", ".3f"), ("execution_check", "exec check", "")]
+               ("ratio", "auto/bound", ".3f"), ("default_ratio", "default total/peak", ".3f"),
+               ("adam_state_bytes", "adam state B", ","), ("real_adam_bytes", "real adam B", ","),
+               ("execution_check", "exec check", "")]
     print()
     print_table(rows, columns)
     answers = []

@@ -50,7 +50,7 @@ def run_case(document: dict, preset: str, mode: str, seed: int, baseline: dict |
     world_size = rng.randint(1, 4)
     kw = dict(PRESETS[preset], mode=mode, replay_token=rng.randbytes(32) if seed else None,
               rank=rng.randrange(world_size), world_size=world_size)
-    core = mm.plan(copy.deepcopy(doc), **kw).to_dict()
+    core = mm.plan(copy.deepcopy(doc), **{"strategy": "tmmu", **kw}).to_dict()
     ref = reference.plan(doc, **kw)
     if placement(core) != placement(ref):
         return "core and reference place tensors differently"
@@ -73,7 +73,7 @@ def matrix(seeds: int, graphs=None, first_seed: int = 0):
         document = json.loads(path.read_text())
         for preset in PRESETS:
             for mode in MODES:
-                baseline = mm.plan(copy.deepcopy(document), mode=mode, **PRESETS[preset]).to_dict()
+                baseline = mm.plan(copy.deepcopy(document), mode=mode, **{"strategy": "tmmu", **PRESETS[preset]}).to_dict()
                 problems = [(s, run_case(document, preset, mode, s, baseline))
                             for s in range(first_seed, first_seed + seeds)]
                 rows.append({"graph": path.stem, "preset": preset, "mode": mode, "seeds": seeds,

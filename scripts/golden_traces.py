@@ -41,7 +41,7 @@ def cases(shared: Path = SHARED_GRAPHS):
 def fresh_records(graph: Path, mode: str) -> list[dict]:
     """The trace of one case, after checking core and reference agree on it."""
     document = json.loads(graph.read_text())
-    core = trace_records(mm.plan(document, mode=mode).to_dict())
+    core = trace_records(mm.plan(document, strategy="tmmu", mode=mode).to_dict())
     ref = trace_records(reference.plan(document, mode=mode))
     diff = first_difference(ref, core)
     if diff is not None:

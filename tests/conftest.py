@@ -2,12 +2,12 @@
 
 Hypothesis profiles: ``ci`` (500 examples, no deadline) is loaded when the
 environment variable ``CI`` is set, ``dev`` (100 examples) otherwise;
-``HYPOTHESIS_PROFILE=<name>`` picks one explicitly.
+``HYPOTHESIS_PROFILE=<name>`` picks one explicitly (``quick``: 20 examples, no shrinking).
 """
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _COMMON = dict(
     deadline=None,
@@ -15,6 +15,10 @@ _COMMON = dict(
 )
 settings.register_profile("ci", max_examples=500, print_blob=True, **_COMMON)
 settings.register_profile("dev", max_examples=100, **_COMMON)
+# A quick pass while iterating: few examples and no shrinking, so a broken
+# property fails in seconds (HYPOTHESIS_PROFILE=quick); rerun with dev for the minimal example.
+settings.register_profile("quick", max_examples=20,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 

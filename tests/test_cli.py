@@ -51,7 +51,7 @@ def test_python_dash_m_runs():
 
 
 def test_examples_are_listed_and_valid():
-    assert examples.names() == ["llama-tiny-inference", "resnet18-inference"]
+    assert examples.names() == ["llama-tiny-inference", "llama-tiny-training", "resnet18-inference"]
     for name in examples.names():
         examples.load(name).validate()
 

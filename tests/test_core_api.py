@@ -19,7 +19,7 @@ def chain(n, can_inplace, size=(64, 64)):
 
 
 def same_as_reference(g, **kw):
-    plan = mm.plan(g, **kw)
+    plan = mm.plan(g, **{"strategy": "tmmu", **kw})
     assert plan.to_dict() == reference.plan(g.to_dict(), **kw)
     return plan
 
@@ -158,8 +158,8 @@ def test_modes_change_deaths_and_inplace():
     assert inf.tensors["r"].inplace_of is None
     # without the backward read, inference may reuse h in place but training may not
     g.nodes[3]["inputs"] = ["loss"]
-    assert mm.plan(g, mode="inference").tensors["r"].inplace_of == "h"
-    assert mm.plan(g, mode="backward").tensors["r"].inplace_of is None
+    assert mm.plan(g, strategy="tmmu", mode="inference").tensors["r"].inplace_of == "h"
+    assert mm.plan(g, strategy="tmmu", mode="backward").tensors["r"].inplace_of is None
     fwd = same_as_reference(g, mode="forward")
     assert fwd.tensors["r"].inplace_of is None and fwd.tensors["h"].death == 3
     assert same_as_reference(g, mode="backward").tensors["h"].death == 1
@@ -167,7 +167,7 @@ def test_modes_change_deaths_and_inplace():
 
 def test_must_not_alias_forces_distinct_storage():
     g = chain(4, can_inplace=False)
-    free = mm.plan(g)
+    free = mm.plan(g, strategy="tmmu")
     assert free.tensors["t3"].offset == free.tensors["t1"].offset
     g.tensors[3]["must_not_alias"] = ["t1"]
     plan = same_as_reference(g)
@@ -214,12 +214,12 @@ def test_graph_round_trip_keeps_every_field():
 
 
 def test_plan_object_views_and_document():
-    plan = mm.plan(residual_blocks(2))
+    plan = mm.plan(residual_blocks(2), strategy="tmmu")
     doc = plan.to_dict()
     assert doc["format"] == "emel.plan/1" and doc["strategy"] == "tmmu"
     assert doc["graph"] == "resnet-ish" and doc["steps"] == 6
     assert plan.to_json() == json.dumps(doc, sort_keys=True)
-    assert mm.plan_json(residual_blocks(2).to_dict()) == doc
+    assert mm.plan_json(residual_blocks(2).to_dict(), strategy="tmmu") == doc
     assert set(doc["tensors"]) == set(plan.tensors) == set(plan.tensor_ids)
     assert isinstance(plan.offsets, np.ndarray) and plan.offsets.dtype == np.uint64
     assert plan.metrics["allocation_time_ns"] > 0
@@ -234,7 +234,7 @@ def test_plan_object_views_and_document():
 
 def test_plan_is_deterministic():
     g = residual_blocks(4)
-    assert len({mm.plan(g).to_json() for _ in range(5)}) == 1
+    assert len({mm.plan(g, strategy="tmmu").to_json() for _ in range(5)}) == 1
 
 
 def test_builder_checks_entries_as_they_are_added():

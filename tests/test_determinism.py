@@ -72,7 +72,7 @@ def _graph_and_all_kwargs():
 def test_core_and_reference_hashes_agree(case):
     doc, kw, det = case
     try:
-        core = mm.plan(copy.deepcopy(doc), **kw, **det)
+        core = mm.plan(copy.deepcopy(doc), **{"strategy": "tmmu", **kw}, **det)
     except mm.PlanError as e:  # a shard spec that does not fit: the reference agrees
         with pytest.raises(mm.PlanError) as ref_error:
             reference.plan(doc, **kw, **det)
@@ -92,10 +92,10 @@ def test_core_and_reference_hashes_agree(case):
 
 @given(graphgen.graphs(max_nodes=10), st.randoms(use_true_random=False))
 def test_ir_hash_ignores_order_and_layout(doc, rng):
-    base = mm.plan(copy.deepcopy(doc))
+    base = mm.plan(copy.deepcopy(doc), strategy="tmmu")
     other = shuffled(doc, rng)
     text = json.dumps(other, indent=rng.choice([None, 1, 4]))
-    again = mm.plan(text)
+    again = mm.plan(text, strategy="tmmu")
     assert again.hashes["ir_hash"] == base.hashes["ir_hash"]
     assert reference.plan(other)["hashes"]["ir_hash"] == base.hashes["ir_hash"]
     # the placement does not depend on the document's order either
@@ -117,7 +117,7 @@ def _small():
 
 
 def _ir(doc):
-    return mm.plan(doc).hashes["ir_hash"]
+    return mm.plan(doc, strategy="tmmu").hashes["ir_hash"]
 
 
 @pytest.mark.parametrize("edit", [
@@ -164,18 +164,18 @@ def test_ir_hash_changed_by(edit):
 def test_ir_hash_entry_point_and_from_arrays():
     np = pytest.importorskip("numpy")
     g = examples.load("llama-tiny-inference")
-    assert _core.ir_hash(g._core_input()) == mm.plan(g).hashes["ir_hash"]
+    assert _core.ir_hash(g._core_input()) == mm.plan(g, strategy="tmmu").hashes["ir_hash"]
     arrays = mm.Graph.from_arrays(np.array([64, 32, 16], dtype=np.uint64),
                                   (np.array([0, 1, 2]), np.array([0, 1])),
                                   (np.array([0, 1, 2]), np.array([1, 2])), outputs=[2])
-    core = mm.plan(arrays).to_dict()
+    core = mm.plan(arrays, strategy="tmmu").to_dict()
     assert core["hashes"] == reference.plan(arrays.to_dict())["hashes"]
 
 
 @st.composite
 def plan_mutations(draw):
     doc = draw(graphgen.graphs(max_nodes=10))
-    plan = mm.plan(doc, mode=draw(st.sampled_from(mm.MODES))).to_dict()
+    plan = mm.plan(doc, strategy="tmmu", mode=draw(st.sampled_from(mm.MODES))).to_dict()
     edited = copy.deepcopy(plan)
     tid = draw(st.sampled_from(sorted(edited["tensors"])))
     t = edited["tensors"][tid]
@@ -243,12 +243,12 @@ def test_any_change_changes_the_plan_hash(case):
 
 def test_replanning_with_other_inputs_changes_the_hash():
     g = examples.load("llama-tiny-inference")
-    base = mm.plan(g)
-    variants = [mm.plan(g, mode="forward"), mm.plan(g, rank=1, world_size=2),
-                mm.plan(g, world_size=2), mm.plan(g, alignment=64),
-                mm.plan(g, arenas={"activations": {"page_size": 8192}}),
-                mm.plan(g, shard_spec={"embed_tokens.weight": 0}),
-                mm.plan(g, replay_token=bytes(32))]
+    base = mm.plan(g, strategy="tmmu")
+    variants = [mm.plan(g, strategy="tmmu", mode="forward"), mm.plan(g, strategy="tmmu", rank=1, world_size=2),
+                mm.plan(g, strategy="tmmu", world_size=2), mm.plan(g, strategy="tmmu", alignment=64),
+                mm.plan(g, strategy="tmmu", arenas={"activations": {"page_size": 8192}}),
+                mm.plan(g, strategy="tmmu", shard_spec={"embed_tokens.weight": 0}),
+                mm.plan(g, strategy="tmmu", replay_token=bytes(32))]
     hashes = {base.plan_hash} | {v.plan_hash for v in variants}
     assert len(hashes) == len(variants) + 1
     # inputs that do not move tensors leave the placement alone
@@ -258,15 +258,15 @@ def test_replanning_with_other_inputs_changes_the_hash():
 
 def test_replay_token_default_and_custom():
     g = examples.load("resnet18-inference")
-    p = mm.plan(g, mode="forward")
+    p = mm.plan(g, strategy="tmmu", mode="forward")
     ir = bytes.fromhex(p.hashes["ir_hash"])
     assert p.replay_token == hashlib.sha256(cbor.dumps([ir, "forward"])).digest()
     assert len(p.replay_token) == 32
     token = bytes(range(32))
-    q = mm.plan(g, mode="forward", replay_token=token)
+    q = mm.plan(g, strategy="tmmu", mode="forward", replay_token=token)
     assert q.replay_token == token and q.to_dict()["replay_token"] == token.hex()
     assert q.plan_hash != p.plan_hash
-    assert mm.plan(g, mode="forward", replay_token=p.replay_token).plan_hash == p.plan_hash
+    assert mm.plan(g, strategy="tmmu", mode="forward", replay_token=p.replay_token).plan_hash == p.plan_hash
     assert q.to_dict()["tensors"] == p.to_dict()["tensors"]
 
 
@@ -296,9 +296,9 @@ def test_bad_determinism_arguments(kwargs, code, message):
 
 def test_checked_after_the_other_arguments():
     with pytest.raises(mm.PlanError, match="alignment"):
-        mm.plan(_small(), alignment=3, replay_token=b"short")
+        mm.plan(_small(), strategy="tmmu", alignment=3, replay_token=b"short")
     with pytest.raises(mm.PlanError, match="replay_token"):
-        mm.plan({"format": "bad"}, replay_token=b"short")
+        mm.plan({"format": "bad"}, strategy="tmmu", replay_token=b"short")
 
 
 def test_hashes_are_the_same_in_a_fresh_process():
@@ -311,7 +311,7 @@ def test_hashes_are_the_same_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout
     core, ref = json.loads(out)
-    here = mm.plan(examples.load("llama-tiny-inference"), mode="backward").hashes
+    here = mm.plan(examples.load("llama-tiny-inference"), strategy="tmmu", mode="backward").hashes
     assert core == ref == here
 
 

@@ -69,10 +69,10 @@ def expect(doc, code, tensor_id=None):
 # the format
 # ---------------------------------------------------------------------------
 def test_symbolic_graph_plans_at_the_envelope_maximum():
-    core = mm.plan(dyn_doc()).to_dict()
+    core = mm.plan(dyn_doc(), strategy="tmmu").to_dict()
     ref = reference.plan(dyn_doc())
     assert core == ref, plan_diff(core, ref)
-    whole = mm.plan(concrete_doc(4096)).to_dict()
+    whole = mm.plan(concrete_doc(4096), strategy="tmmu").to_dict()
     assert core == whole, plan_diff(core, whole)
     assert core["tensors"]["h"]["size"] == 4096 * 512 * 4
 
@@ -95,7 +95,7 @@ def test_graph_builder_takes_symbolic_dims():
     g.tensor("y", [{"sym": "b", "max": 8}, 16], role="output")
     g.node("copy", "copy", ["x"], ["y"])
     assert g.shape_envelope == {"b": (0, 8)}
-    assert mm.plan(g).tensors["y"].size == 8 * 16 * 4
+    assert mm.plan(g, strategy="tmmu").tensors["y"].size == 8 * 16 * 4
     with pytest.raises(mm.PlanError) as info:
         g.tensor("z", [{"sym": "b", "max": 9}], role="input")
     assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "z")
@@ -104,7 +104,7 @@ def test_graph_builder_takes_symbolic_dims():
     assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "q")
     g.tensors[1]["shape"][0]["max"] = 9                 # edited by hand: caught when planned
     with pytest.raises(mm.PlanError) as info:
-        mm.plan(g)
+        mm.plan(g, strategy="tmmu")
     assert (info.value.code, info.value.tensor) == ("INVALID_IR_SHAPES", "y")
 
 
@@ -209,10 +209,10 @@ def symbolic_graphs(draw):
 def test_core_equals_reference_on_symbolic_graphs(docs, kwargs):
     doc, symbolic = docs
     note(f"kwargs={kwargs}")
-    core = mm.plan(copy.deepcopy(symbolic), **kwargs).to_dict()
+    core = mm.plan(copy.deepcopy(symbolic), **{"strategy": "tmmu", **kwargs}).to_dict()
     ref = reference.plan(copy.deepcopy(symbolic), **kwargs)
     assert core == ref, plan_diff(core, ref)
-    plain = mm.plan(copy.deepcopy(doc), **kwargs).to_dict()     # the maximum is the original
+    plain = mm.plan(copy.deepcopy(doc), **{"strategy": "tmmu", **kwargs}).to_dict()     # the maximum is the original
     assert core == plain, plan_diff(core, plain)
     expected = {d["sym"]: (d["min"], d["max"]) for t in symbolic["tensors"] for d in t["shape"]
                 if isinstance(d, dict)}
@@ -256,11 +256,11 @@ def test_replan_only_at_a_safepoint():
 
 
 def test_replan_at_a_safepoint_records_old_and_new_hashes():
-    planner = DynamicPlanner(dyn_doc(), replan_policy="REPLAN_AT_SAFEPOINT")
+    planner = DynamicPlanner(dyn_doc(), replan_policy="REPLAN_AT_SAFEPOINT", strategy="tmmu")
     session = planner.session()
     old = session.plan
     new = session.check({"seq": 5000}, node="relu")
-    assert new.to_dict() == mm.plan(concrete_doc(5000)).to_dict()
+    assert new.to_dict() == mm.plan(concrete_doc(5000), strategy="tmmu").to_dict()
     assert session.envelope == {"seq": (1, 5000)}
     key = [ShapeEnvelope({"seq": (1, 5000)}).hash, "inference", planner.arena_config_hash]
     assert session.trace == [{
@@ -280,7 +280,7 @@ def test_replan_at_a_safepoint_records_old_and_new_hashes():
 
 
 def test_repeated_shapes_hit_the_cache():
-    planner = DynamicPlanner(dyn_doc(), replan_policy="REPLAN_AT_SAFEPOINT")
+    planner = DynamicPlanner(dyn_doc(), replan_policy="REPLAN_AT_SAFEPOINT", strategy="tmmu")
     first = planner.session()
     plan = first.check({"seq": 5000}, node="relu")
     second = planner.session()                         # a new run starts at the declared envelope
@@ -353,7 +353,7 @@ def test_a_failed_replan_leaves_the_session_as_it_was():
 
 def test_sessions_plan_sharded_graphs():
     planner = DynamicPlanner(dyn_doc(), replan_policy="REPLAN_AT_SAFEPOINT",
-                             rank=1, world_size=2, shard_spec={"w": 1, "h": 1})
+                             rank=1, world_size=2, shard_spec={"w": 1, "h": 1}, strategy="tmmu")
     assert planner.base_plan.tensors["h"].size == 4096 * 256 * 4
     assert planner.base_plan.tensors["hv"].size == 4096 * 256 * 4   # the view follows h
     plan = planner.session().check({"seq": 5000}, node="relu")

@@ -37,7 +37,7 @@ def test_ten_seeds_on_one_graph():
 def test_presets_change_plans_where_they_should():
     doc = json.loads(graph_path("llama-tiny-training").read_text())
     import emel.memory as mm
-    plans = {p: mm.plan(doc, mode="backward", **kw) for p, kw in e0.PRESETS.items()}
+    plans = {p: mm.plan(doc, mode="backward", **{"strategy": "tmmu", **kw}) for p, kw in e0.PRESETS.items()}
     assert plans["train_full"].arenas["gradients"].persistent
     assert plans["train_full"].arenas["gradients"].size >= plans["inference"].arenas["gradients"].size
     assert "gradients" not in plans["remat_enabled"].arenas

@@ -43,7 +43,7 @@ def node(doc, nid):
 
 def expect(doc, code, tensor_id=None, node_id=None, **kwargs):
     """Both the core and the reference refuse doc with `code`, naming the ids."""
-    for planner in (lambda d: mm.plan(d, **kwargs), lambda d: reference.plan(d, **kwargs)):
+    for planner in (lambda d: mm.plan(d, **{"strategy": "tmmu", **kwargs}), lambda d: reference.plan(d, **kwargs)):
         with pytest.raises(mm.PlanError) as info:
             planner(copy.deepcopy(doc))
         err = info.value
@@ -57,7 +57,7 @@ def expect(doc, code, tensor_id=None, node_id=None, **kwargs):
 
 
 def test_base_doc_is_valid():
-    plan = mm.plan(base_doc())
+    plan = mm.plan(base_doc(), strategy="tmmu")
     assert plan.tensors["av"].view_of == "a"
     assert plan.to_dict() == reference.plan(base_doc())
 
@@ -107,7 +107,7 @@ def test_unknown_dtype_needs_nbytes():
     tensor(doc, "b")["dtype"] = "q4_0"
     expect(doc, "INVALID_IR_SHAPES", "b")
     tensor(doc, "b")["nbytes"] = 64
-    assert mm.plan(doc).tensors["b"].size == 64
+    assert mm.plan(doc, strategy="tmmu").tensors["b"].size == 64
 
 
 def test_nbytes_disagrees_with_shape():
@@ -180,7 +180,7 @@ def test_malformed_json_text(text, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(text)
     with pytest.raises(mm.PlanError) as info:
-        mm.plan(str(path))
+        mm.plan(str(path), strategy="tmmu")
     assert info.value.code == "INVALID_IR_SHAPES"
     assert "JSON" in info.value.message or "deeply" in info.value.message
 
@@ -219,7 +219,7 @@ def test_size_overflow(shape):
 def test_huge_dimension_times_zero_is_not_an_overflow():
     doc = base_doc()
     tensor(doc, "b")["shape"] = [2**63, 0]
-    assert mm.plan(doc).tensors["b"].size == 0
+    assert mm.plan(doc, strategy="tmmu").tensors["b"].size == 0
 
 
 def test_arena_offset_overflow():
@@ -269,9 +269,9 @@ def test_view_misaligned_for_its_own_alignment():
 # -- ARENA_TOO_SMALL -----------------------------------------------------------------
 
 def test_arena_too_small_names_arena():
-    plan = mm.plan(base_doc())
+    plan = mm.plan(base_doc(), strategy="tmmu")
     need = plan.arenas["activations"].size
-    assert mm.plan(base_doc(), arenas={"activations": {"capacity_bytes": need}}).arenas[
+    assert mm.plan(base_doc(), strategy="tmmu", arenas={"activations": {"capacity_bytes": need}}).arenas[
         "activations"].capacity_bytes == need
     for planner in (mm.plan, reference.plan):
         with pytest.raises(mm.PlanError) as info:
@@ -284,7 +284,7 @@ def test_arena_too_small_names_arena():
 # -- ADDRESS_COLLISION: reachable only by corrupting a plan ----------------------------
 
 def test_corrupted_plan_is_caught():
-    plan = mm.plan(base_doc())
+    plan = mm.plan(base_doc(), strategy="tmmu")
     plan.verify()  # the real plan passes
     ids = plan.tensor_ids
     # x (born 0, read at step 3) and b (born 2) are live together: put b on x.
@@ -297,7 +297,7 @@ def test_corrupted_plan_is_caught():
 
 
 def test_corrupted_view_is_caught():
-    plan = mm.plan(base_doc())
+    plan = mm.plan(base_doc(), strategy="tmmu")
     plan.offsets[plan.tensor_ids.index("av")] += 128
     with pytest.raises(mm.PlanError) as info:
         plan.verify()
@@ -305,7 +305,7 @@ def test_corrupted_view_is_caught():
 
 
 def test_corrupted_offset_misaligned_and_past_the_end():
-    plan = mm.plan(base_doc())
+    plan = mm.plan(base_doc(), strategy="tmmu")
     i = plan.tensor_ids.index("y")
     plan.offsets[i] += 4
     with pytest.raises(mm.PlanError) as info:
@@ -336,7 +336,7 @@ def test_million_deep_view_chain():
                 for i in range(n)]
     doc = {"format": "emel.graph/1", "tensors": tensors,
            "nodes": [{"id": "use", "op": "sum", "inputs": [f"v{n - 1}"], "outputs": []}]}
-    plan = mm.plan(doc)
+    plan = mm.plan(doc, strategy="tmmu")
     last = plan.tensors[f"v{n - 1}"]
     assert last.view_of == "base" and last.offset == plan.tensors["base"].offset
     assert plan.tensors["base"].death == 0
@@ -349,7 +349,7 @@ def test_deep_node_chain_in_place():
                         "can_inplace": True} for i in range(n + 1)],
            "nodes": [{"id": f"n{i}", "op": "relu", "inputs": [f"t{i}"], "outputs": [f"t{i + 1}"]}
                      for i in range(n)]}
-    plan = mm.plan(doc)
+    plan = mm.plan(doc, strategy="tmmu")
     assert plan.arenas["activations"].slots == 1
     assert plan.tensors[f"t{n}"].inplace_of == f"t{n - 1}"
     assert plan.tensors[f"t{n}"].birth == n - 1
@@ -367,13 +367,13 @@ def test_error_is_picklable_and_a_value_error():
 
 def test_bad_mode_and_strategy_are_value_errors():
     with pytest.raises(ValueError, match="mode"):
-        mm.plan(base_doc(), mode="training")
+        mm.plan(base_doc(), strategy="tmmu", mode="training")
     with pytest.raises(ValueError, match="strategy"):
         mm.plan(base_doc(), strategy="magic")
     with pytest.raises(mm.PlanError) as info:
-        mm.plan(base_doc(), arenas={"activations": {"capacity": 5}})
+        mm.plan(base_doc(), strategy="tmmu", arenas={"activations": {"capacity": 5}})
     assert info.value.code == "INVALID_IR_SHAPES"
-    json.dumps(mm.plan_json(base_doc()))  # the JSON path returns plain JSON types
+    json.dumps(mm.plan_json(base_doc(), strategy="tmmu"))  # the JSON path returns plain JSON types
 
 
 def _pickled(err):
@@ -405,7 +405,7 @@ def test_pickling_keeps_the_engine_fields():
 def test_an_engine_error_from_the_core_pickles():
     from emel.memory import examples
     with pytest.raises(mm.PlanError) as info:
-        mm.Arenas(mm.plan(examples.load("resnet18-inference")), memory_bytes_budget=10)
+        mm.Arenas(mm.plan(examples.load("resnet18-inference"), strategy="tmmu"), memory_bytes_budget=10)
     again = _pickled(info.value)
     assert (again.code, again.arena, again.message) == ("QUOTA_EXCEEDED", "activations",
                                                         info.value.message)

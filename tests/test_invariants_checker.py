@@ -101,7 +101,7 @@ def test_fixture_plan_matches_implementations():
     determinism_keys = ("hashes", "replay_token", "rank", "world_size")
     without = lambda d: {k: v for k, v in d.items() if k not in determinism_keys}  # noqa: E731
     if hasattr(mm, "plan"):
-        assert without(mm.plan(_graph()).to_dict()) == PLAN
+        assert without(mm.plan(_graph(), strategy="tmmu").to_dict()) == PLAN
     try:
         from emel.memory import reference
     except ImportError:
@@ -109,7 +109,7 @@ def test_fixture_plan_matches_implementations():
     if reference is not None:
         assert without(reference.plan(_graph())) == PLAN
         if hasattr(mm, "plan"):
-            assert reference.plan(_graph()) == mm.plan(_graph()).to_dict()
+            assert reference.plan(_graph()) == mm.plan(_graph(), strategy="tmmu").to_dict()
     if not hasattr(mm, "plan") and reference is None:
         pytest.skip("no planner available yet")
 
@@ -248,7 +248,7 @@ def test_checker_rejects_mutated_plans(g, mode, data):
     plan = _planner()
     if plan is None:
         pytest.skip("no planner available yet")
-    p = plan(copy.deepcopy(g), mode=mode)
+    p = plan(copy.deepcopy(g), strategy="tmmu", mode=mode)
     check_plan(g, p, mode)
     muts, storage, views = _mutations(g, p)
     name = data.draw(st.sampled_from(sorted(muts)), label="mutation")
@@ -266,7 +266,7 @@ def test_checker_rejects_forced_overlap(g, mode, data):
     plan = _planner()
     if plan is None:
         pytest.skip("no planner available yet")
-    p = plan(copy.deepcopy(g), mode=mode)
+    p = plan(copy.deepcopy(g), strategy="tmmu", mode=mode)
     T = p["tensors"]
     pairs = []
     storage = sorted(t for t, e in T.items() if "view_of" not in e and e["size"] > 0)

@@ -24,7 +24,7 @@ def documents():
 @pytest.mark.parametrize("alignment", [None, 32])
 def test_model_graph_matches_reference_and_invariants(documents, path, mode, alignment):
     doc = documents[path]
-    plan = mm.plan(doc, mode=mode, alignment=alignment)
+    plan = mm.plan(doc, strategy="tmmu", mode=mode, alignment=alignment)
     ours = plan.to_dict()
     ref = reference.plan(doc, mode=mode, alignment=alignment)
     assert ours == ref
@@ -42,8 +42,8 @@ def test_training_graphs_differ_by_mode(documents):
         if "training" not in path.stem:
             continue
         doc = documents[path]
-        inf = mm.plan(doc, mode="inference")
-        fwd = mm.plan(doc, mode="forward")
+        inf = mm.plan(doc, strategy="tmmu", mode="inference")
+        fwd = mm.plan(doc, strategy="tmmu", mode="forward")
         assert fwd.metrics["total_lower_bound"] > inf.metrics["total_lower_bound"]
         saved = [t["id"] for t in doc["tensors"] if t.get("saved_for_backward")
                  and "view_of" not in t]

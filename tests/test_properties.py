@@ -59,7 +59,7 @@ def checker_verdict(g, p, mode, kw):
 
 
 def core_plan(g, mode, kw):
-    return mm.plan(copy.deepcopy(g), mode=mode, **kw)
+    return mm.plan(copy.deepcopy(g), mode=mode, **{"strategy": "tmmu", **kw})
 
 
 def ref_plan(g, mode, kw):
@@ -107,13 +107,13 @@ def test_reference_plans_satisfy_invariants(g, kw):
 def test_core_plans_satisfy_invariants(g, kw):
     original = copy.deepcopy(g)
     for mode in graphgen.MODES:
-        plan = mm.plan(g, mode=mode, **kw)
+        plan = mm.plan(g, mode=mode, **{"strategy": "tmmu", **kw})
         assert g == original, "emel.memory.plan modified its input"
         d = plan.to_dict()
         check_plan(g, d, mode, **kw)
         text = plan.to_json()
         assert json.loads(text) == d
-        assert mm.plan(g, mode=mode, **kw).to_json() == text, "core not deterministic"
+        assert mm.plan(g, mode=mode, **{"strategy": "tmmu", **kw}).to_json() == text, "core not deterministic"
         assert "allocation_time_ns" not in d["metrics"]
         assert "allocation_time_ns" in plan.metrics
 
@@ -154,7 +154,7 @@ def _raise_both(g, kw):
     """PlanError (or None) from each available implementation."""
     out = {}
     if HAVE_CORE:
-        out["core"] = _error_of(lambda: mm.plan(copy.deepcopy(g), **kw))
+        out["core"] = _error_of(lambda: mm.plan(copy.deepcopy(g), **{"strategy": "tmmu", **kw}))
     if ref is not None:
         out["reference"] = _error_of(lambda: ref.plan(copy.deepcopy(g), **kw))
     if not out:
@@ -236,7 +236,7 @@ def test_capacity_limits_agree(g, kw, data):
             [size, max(size - 1, 0), size // 2, 0, size + 1, max(size - 128, 0)]), label=f"capacity of {name}")
         arenas.setdefault(name, {})["capacity_bytes"] = cap
     kw = dict(kw, arenas=arenas)
-    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **kw).to_dict())
+    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **{"strategy": "tmmu", **kw}).to_dict())
     r_kind, r = outcome(lambda: ref.plan(copy.deepcopy(g), **kw))
     assert c_kind == r_kind, f"core {c_kind}: {c if c_kind == 'error' else ''}; reference {r_kind}: {r if r_kind == 'error' else ''}"
     if c_kind == "ok":
@@ -259,7 +259,7 @@ def test_capacity_limits_agree(g, kw, data):
 def test_64_bit_limits_agree(case):
     """Sizes and alignments near 2^64: the same plan or the same error."""
     g, kw = case
-    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **kw).to_dict())
+    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **{"strategy": "tmmu", **kw}).to_dict())
     r_kind, r = outcome(lambda: ref.plan(copy.deepcopy(g), **kw))
     assert c_kind == r_kind, (
         f"core {c_kind}: {c if c_kind == 'error' else ''}; reference {r_kind}: {r if r_kind == 'error' else ''}")

@@ -633,4 +633,4 @@ def test_arena_config_accepts_any_mapping_like_the_api():
     got = reference.plan(doc, arenas=arenas)
     assert got == reference.plan(doc, arenas=as_dict)
     assert got["arenas"]["activations"]["alignment"] == 64
-    assert got == mm.plan(copy.deepcopy(doc), arenas=arenas).to_dict()
+    assert got == mm.plan(copy.deepcopy(doc), strategy="tmmu", arenas=arenas).to_dict()

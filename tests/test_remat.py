@@ -102,7 +102,7 @@ def test_rewritten_graph_is_e0_with_the_reference():
     h = rewrite(g, [units["mm0"], units["mm2"]])
     doc = json.loads(h.to_json())
     for mode in ("backward", "forward"):
-        assert mm.plan(doc, mode=mode).to_dict() == reference.plan(json.loads(h.to_json()), mode=mode)
+        assert mm.plan(doc, strategy="tmmu", mode=mode).to_dict() == reference.plan(json.loads(h.to_json()), mode=mode)
 
 
 def test_unreachable_budget_names_the_smallest_arena():
@@ -172,12 +172,26 @@ def test_cost_model():
 
 def test_resnet18_training_halves_its_placed_arena():
     g = mm.load_graph(RESNET)
-    before = arena(mm.plan(g, mode="backward", strategy="auto"))
-    h, p, report = mm.remat(g, before // 2)
+    before = arena(mm.plan(g, mode="backward", strategy="auto", arena_layout="separate"))
+    h, p, report = mm.remat(g, before // 2, arena_layout="separate")
     assert arena(p) <= before // 2
     mm.verify_execution(p, p.allocate())
     doc = json.loads(h.to_json())
-    assert mm.plan(doc, mode="backward").to_dict() == reference.plan(doc, mode="backward")
+    assert mm.plan(doc, strategy="tmmu", mode="backward").to_dict() == reference.plan(doc, mode="backward")
+
+
+def test_remat_under_the_pooled_default_bounds_activations_and_gradients_together():
+    """By default gradients share the activations arena: remat's budget bounds
+    both, and its bound (LiveBytes) pools them as the plan does."""
+    g = mm.load_graph(RESNET)
+    pooled = mm.plan(g, mode="backward", strategy="auto")
+    assert "gradients" not in pooled.arenas
+    before = arena(pooled)
+    assert before > arena(mm.plan(g, mode="backward", strategy="auto", arena_layout="separate"))
+    target = before * 3 // 4
+    h, p, report = mm.remat(g, target)
+    assert arena(p) <= target and "gradients" not in p.arenas
+    mm.verify_execution(p, p.allocate())
 
 
 def fused_backward():

@@ -37,10 +37,10 @@ def assert_valid_order(g):
 
 def test_evaluator_is_the_core_peak_live_bytes_on_a_small_graph():
     g = fan()
-    assert live_bytes_bound(g) == mm.plan(g).metrics["peak_live_bytes"]
+    assert live_bytes_bound(g) == mm.plan(g, strategy="tmmu").metrics["peak_live_bytes"]
     order = [n["id"] for n in fan(bfs=False).nodes]
     dfs = fan(bfs=False)
-    assert live_bytes_bound(g, order=dfs.execution_order) == mm.plan(dfs).metrics["peak_live_bytes"]
+    assert live_bytes_bound(g, order=dfs.execution_order) == mm.plan(dfs, strategy="tmmu").metrics["peak_live_bytes"]
     assert order  # the node list itself is breadth first
 
 
@@ -48,7 +48,7 @@ def test_evaluator_is_the_core_peak_live_bytes_on_a_small_graph():
 def test_evaluator_is_the_core_peak_live_bytes_on_model_graphs(path):
     g = mm.load_graph(path)
     for mode in MODES:
-        assert LiveBytes(g, mode).bounds() == mm.plan(g, mode=mode).metrics["peak_live_bytes"], mode
+        assert LiveBytes(g, mode).bounds() == mm.plan(g, strategy="tmmu", mode=mode).metrics["peak_live_bytes"], mode
 
 
 def test_reorder_finds_the_depth_first_order():
@@ -81,13 +81,13 @@ def test_plan_order_optimize_plans_the_new_order():
     assert again.plan_hash == best.plan_hash  # reproducible from the returned graph
     assert mm.plan(g, strategy="auto", order="optimize").plan_hash == best.plan_hash
     with pytest.raises(ValueError, match="order must be"):
-        mm.plan(g, order="fastest")
+        mm.plan(g, strategy="tmmu", order="fastest")
 
 
 def test_reordered_graph_is_e0_with_the_reference_and_passes_the_execution_check():
     r = reorder(fan())
     doc = r.to_dict()
-    core = mm.plan(doc)
+    core = mm.plan(doc, strategy="tmmu")
     assert core.to_dict() == reference.plan(json.loads(json.dumps(doc)))
     mm.verify_execution(core, core.allocate())
     placed = mm.plan(doc, strategy="auto").verify()

@@ -56,7 +56,7 @@ def tensor(doc, tid):
 
 def both_plans(doc, **kwargs):
     """The core's and the reference's plan of doc; they must be equal (E0)."""
-    core = mm.plan(copy.deepcopy(doc), **kwargs).to_dict()
+    core = mm.plan(copy.deepcopy(doc), **{"strategy": "tmmu", **kwargs}).to_dict()
     ref = reference.plan(copy.deepcopy(doc), **kwargs)
     assert core == ref, plan_diff(core, ref)
     return core
@@ -229,7 +229,7 @@ def test_core_equals_reference_on_sharded_graphs(case):
     doc, rank, world_size, spec, kwargs = case
     note(f"rank={rank} world_size={world_size} spec={spec} kwargs={kwargs}")
     outcomes = []
-    for planner in (lambda d: mm.plan(d, **kwargs, rank=rank, world_size=world_size,
+    for planner in (lambda d: mm.plan(d, **{"strategy": "tmmu", **kwargs}, rank=rank, world_size=world_size,
                                       shard_spec=spec).to_dict(),
                     lambda d: reference.plan(d, **kwargs, rank=rank, world_size=world_size,
                                              shard_spec=spec)):
@@ -259,7 +259,7 @@ def _load(name):
 def test_tensor_parallel_llama_ranks(name, mode, world_size):
     doc = _load(name)
     spec = tensor_parallel_spec(doc, world_size)
-    whole = mm.plan(doc, mode=mode)
+    whole = mm.plan(doc, strategy="tmmu", mode=mode)
     params = {tid: p.size for tid, p in whole.tensors.items()
               if p.view_of is None and p.arena == "parameters"}
     replicated = sum(size for tid, size in params.items() if tid not in spec)
@@ -267,7 +267,7 @@ def test_tensor_parallel_llama_ranks(name, mode, world_size):
     alignment = whole.arenas["parameters"].alignment
     shard_sum = {tid: 0 for tid in spec}
     for rank in range(world_size):
-        plan = mm.plan(doc, mode=mode, rank=rank, world_size=world_size, shard_spec=spec)
+        plan = mm.plan(doc, strategy="tmmu", mode=mode, rank=rank, world_size=world_size, shard_spec=spec)
         assert plan.to_dict() == reference.plan(doc, mode=mode, rank=rank, world_size=world_size,
                                                 shard_spec=spec)
         arena = plan.arenas["parameters"].size

@@ -130,7 +130,7 @@ def test_from_arrays_matches_the_document_path():
     assert doc["tensors"][0]["id"] == "t00" and doc["nodes"][-1]["id"] == "n49"
     for strategy in ("tmmu", "greedy_by_size", "best_fit"):
         assert mm.plan(g, strategy=strategy).to_dict() == mm.plan(doc, strategy=strategy).to_dict()
-    plan = mm.plan(g)
+    plan = mm.plan(g, strategy="tmmu")
     assert plan.arenas["activations"].slots == 1  # in place all the way down
     with pytest.raises(TypeError):
         g.tensor("x", [1])
@@ -141,7 +141,7 @@ def test_from_arrays_refuses_bad_indices():
         mm.Graph.from_arrays([8, 8], ([0, 1], [5]), ([0, 1], [1]))
     assert info.value.code == "INVALID_IR_SHAPES" and info.value.node == "n0"
     with pytest.raises(mm.PlanError) as info:   # reads its own output: a cycle
-        mm.plan(mm.Graph.from_arrays([8, 8], ([0, 1], [1]), ([0, 1], [1])))
+        mm.plan(mm.Graph.from_arrays([8, 8], ([0, 1], [1]), ([0, 1], [1])), strategy="tmmu")
     assert info.value.code == "LIVENESS_CYCLE"
     with pytest.raises(mm.PlanError):
         mm.Graph.from_arrays([8], ([0], []), ([0], []), roles=["weight"])
@@ -152,11 +152,11 @@ def test_role_arenas_moves_gradients():
     g.tensor("x", [4], role="input")
     g.tensor("g", [4], role="gradient")
     g.node("n", "grad", ["x"], ["g"])
-    assert mm.plan(g).tensors["g"].arena == "gradients"
-    plan = mm.plan(g, role_arenas={"gradient": "activations"})
+    assert mm.plan(g, strategy="tmmu").tensors["g"].arena == "gradients"
+    plan = mm.plan(g, strategy="tmmu", role_arenas={"gradient": "activations"})
     assert plan.tensors["g"].arena == "activations" and "gradients" not in plan.arenas
     with pytest.raises(mm.PlanError):
-        mm.plan(g, role_arenas={"grads": "activations"})
+        mm.plan(g, strategy="tmmu", role_arenas={"grads": "activations"})
 
 
 def test_offset_plan_document_shape():

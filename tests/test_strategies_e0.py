@@ -282,6 +282,15 @@ def _check_no_live_overlap(f, P, name, ts):
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
+def layout_roles(role_arenas=None, layout=None, strategy="greedy_by_size"):
+    """The role -> arena map a plan must follow under ``arena_layout`` (api.md):
+    "pooled" (None's meaning except under tmmu) moves gradients to the
+    activations arena unless the caller mapped them itself."""
+    if (layout or ("separate" if strategy == "tmmu" else "pooled")) == "separate":
+        return role_arenas
+    return {"gradient": "activations", **(role_arenas or {})}
+
+
 def outcome(fn):
     try:
         return "ok", fn()
@@ -291,7 +300,7 @@ def outcome(fn):
 
 def both(g, **kw):
     """(core dict, core text, reference dict); both must plan."""
-    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **kw))
+    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **{"strategy": "tmmu", **kw}))
     r_kind, r = outcome(lambda: ref.plan(copy.deepcopy(g), **kw))
     if c_kind == "error" or r_kind == "error":
         raise AssertionError(f"{kw}: core {c_kind}: {c if c_kind == 'error' else 'plan'}; "
@@ -312,19 +321,21 @@ def assert_e0(g, **kw):
 # ---------------------------------------------------------------------------
 # E0 on random graphs
 # ---------------------------------------------------------------------------
-@given(graphgen.graphs(), graphgen.plan_kwargs(include_mode=False), st.sampled_from(ROLE_ARENAS))
-def test_offset_strategies_core_equals_reference(g, kw, role_arenas):
+@given(graphgen.graphs(), graphgen.plan_kwargs(include_mode=False), st.sampled_from(ROLE_ARENAS),
+       st.sampled_from((None, "pooled", "separate")))
+def test_offset_strategies_core_equals_reference(g, kw, role_arenas, layout):
     original = copy.deepcopy(g)
-    kw = dict(kw, role_arenas=role_arenas)
+    kw = dict(kw, role_arenas=role_arenas, arena_layout=layout)
+    roles = layout_roles(role_arenas, layout)
     for mode in graphgen.MODES:
-        tmmu = ref.plan(g, mode=mode, **kw)
+        tmmu = ref.plan(g, mode=mode, **dict(kw, role_arenas=roles, arena_layout="separate"))
         for strategy, fit in CASES:
             args = dict(kw, mode=mode, strategy=strategy, fit=fit)
             r = assert_e0(g, **args)
             check_offset_plan(g, r, mode, strategy=strategy, fit=fit, arenas=kw.get("arenas"),
-                              alignment=kw.get("alignment"), role_arenas=role_arenas, tmmu_plan=tmmu)
+                              alignment=kw.get("alignment"), role_arenas=roles, tmmu_plan=tmmu)
             text = json.dumps(r, sort_keys=True)
-            assert mm.plan(g, **args).to_json() == text, "core not deterministic"
+            assert mm.plan(g, **{"strategy": "tmmu", **args}).to_json() == text, "core not deterministic"
             assert json.dumps(ref.plan(g, **args), sort_keys=True) == text, "reference not deterministic"
             assert g == original, "plan() modified its input"
 
@@ -343,14 +354,14 @@ def test_offset_capacity_limits_agree(g, kw, case, data):
                         label=f"capacity of {name}")
         arenas.setdefault(name, {})["capacity_bytes"] = cap
     kw = dict(kw, arenas=arenas, strategy=strategy, fit=fit)
-    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **kw).to_dict())
+    c_kind, c = outcome(lambda: mm.plan(copy.deepcopy(g), **{"strategy": "tmmu", **kw}).to_dict())
     r_kind, r = outcome(lambda: ref.plan(copy.deepcopy(g), **kw))
     assert c_kind == r_kind, f"core {c_kind}: {c if c_kind == 'error' else ''}; reference {r_kind}: " \
                              f"{r if r_kind == 'error' else ''}"
     if c_kind == "ok":
         assert c == r, "\n  ".join(diff(c, r))
         check_offset_plan(g, c, kw.get("mode", "inference"), strategy=strategy, fit=fit, arenas=arenas,
-                          alignment=kw.get("alignment"))
+                          alignment=kw.get("alignment"), role_arenas=layout_roles(kw.get("role_arenas")))
     else:
         assert c.code == r.code == "ARENA_TOO_SMALL", (c, r)
         assert (c.tensor, c.node, c.arena) == (r.tensor, r.node, r.arena), f"blames differ: core {c}; reference {r}"
@@ -520,9 +531,14 @@ def training_graph():
 @pytest.mark.parametrize("strategy,fit", CASES + (("tmmu", "best"),), ids=CASE_IDS + ["tmmu"])
 def test_role_arenas_moves_gradients(strategy, fit):
     g = training_graph()
-    default = assert_e0(g, strategy=strategy, fit=fit)
-    assert {t: default["tensors"][t]["arena"] for t in ("gy", "gw", "gk")} == dict.fromkeys(
+    separate = assert_e0(g, strategy=strategy, fit=fit, arena_layout="separate")
+    assert {t: separate["tensors"][t]["arena"] for t in ("gy", "gw", "gk")} == dict.fromkeys(
         ("gy", "gw", "gk"), "gradients")
+    # The default pools gradients with activations except under tmmu; gk names its own arena.
+    default = assert_e0(g, strategy=strategy, fit=fit)
+    pooled = "gradients" if strategy == "tmmu" else "activations"
+    assert {t: default["tensors"][t]["arena"] for t in ("gy", "gw", "gk")} == {
+        "gy": pooled, "gw": pooled, "gk": "gradients"}
     moved = assert_e0(g, strategy=strategy, fit=fit, role_arenas={"gradient": "activations"})
     # gy, gw move; gk keeps its own `arena` field
     assert sorted(moved["arenas"]) == ["activations", "gradients", "parameters"]
@@ -656,8 +672,9 @@ def model_documents():
 def test_model_graph_offset_strategies_match_reference(model_documents, path, mode, strategy, fit):
     doc = model_documents[path]
     r = assert_e0(doc, mode=mode, strategy=strategy, fit=fit)
-    tmmu = ref.plan(doc, mode=mode)
-    check_offset_plan(doc, r, mode, strategy=strategy, fit=fit, tmmu_plan=tmmu)
+    roles = layout_roles()                     # the default: gradients pooled with activations
+    tmmu = ref.plan(doc, mode=mode, role_arenas=roles)
+    check_offset_plan(doc, r, mode, strategy=strategy, fit=fit, role_arenas=roles, tmmu_plan=tmmu)
 
 
 def huge_interval_graph():

@@ -80,7 +80,7 @@ def test_formats_round_trip(tmp_path, suffix):
     assert trace_cli.main(["record", str(graph), "-o", str(path), "--rank", "1",
                            "--world-size", "2"]) == 0
     records = trace.parse(path.read_bytes())
-    expected = trace.trace_records(mm.plan(str(graph), rank=1, world_size=2).to_dict())
+    expected = trace.trace_records(mm.plan(str(graph), strategy="tmmu", rank=1, world_size=2).to_dict())
     assert records == expected
     data = path.read_bytes()
     raw = gzip.decompress(data) if suffix.endswith(".gz") else data
@@ -89,7 +89,7 @@ def test_formats_round_trip(tmp_path, suffix):
 
 
 def test_record_layout():
-    plan = mm.plan(examples.load("llama-tiny-inference"), mode="backward",
+    plan = mm.plan(examples.load("llama-tiny-inference"), strategy="tmmu", mode="backward",
                    replay_token=bytes(range(32)))
     records = trace.trace_records(plan.to_dict())
     header, tensors, summary = records[0], records[1:-1], records[-1]

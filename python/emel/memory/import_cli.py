@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -52,7 +53,6 @@ def load_factory(spec: str):
     if not sep or not module_name or not func_name:
         raise ValueError(f"--torch wants MODULE:FUNCTION (or FILE.py:FUNCTION), got {spec!r}")
     if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
-        import importlib.util
         if not os.path.isfile(module_name):
             raise ValueError(f"--torch {spec}: no file {module_name!r}")
         spec_ = importlib.util.spec_from_file_location(

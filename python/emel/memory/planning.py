@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from . import _core
+from .arena_layout import ARENA_LAYOUTS, roles_for_layout  # noqa: F401  (ARENA_LAYOUTS: re-export)
 from .determinism import check_determinism_args
 from .errors import PlanError, U64_MAX, is_int, is_text
 from .formats import format_bytes  # noqa: F401  (re-export: emel.memory.planning.format_bytes)
@@ -30,11 +31,6 @@ STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
 #: smallest plans (docs/strategies.md §4). tmmu, the specification's slot
 #: colouring, stays selectable by name.
 DEFAULT_STRATEGY = "auto"
-#: "pooled": the transient arenas a runtime keeps in one pool (activations and
-#: gradients) are planned as one arena, so the total is the peak of live bytes
-#: over all of them; "separate": the specification's one arena per role class.
-ARENA_LAYOUTS = ("pooled", "separate")
-_POOLED_ROLES = {"gradient": "activations"}
 FITS = ("best", "first")
 DEFAULT_TIME_BUDGET_MS = 200
 DEFAULT_ALIGNMENT = 128
@@ -126,24 +122,6 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
         raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
 
 
-def arena_layout_roles(arena_layout: str | None, strategy: str,
-                       role_arenas: Mapping | None) -> Mapping | None:
-    """``role_arenas`` with the layout applied. ``None`` is "separate" under
-    tmmu (the specification's algorithm keeps its layout, hashes and golden
-    traces) and "pooled" under every other strategy; a role the caller maps
-    itself stays where the caller put it."""
-    if arena_layout is None:
-        arena_layout = "separate" if strategy == "tmmu" else "pooled"
-    if arena_layout not in ARENA_LAYOUTS:
-        raise ValueError(f"arena_layout must be one of {', '.join(ARENA_LAYOUTS)}; "
-                         f"got {arena_layout!r}")
-    if arena_layout == "separate":
-        return role_arenas
-    if role_arenas is not None and not isinstance(role_arenas, Mapping):
-        return role_arenas  # check_role_arenas names the mistake
-    return {**_POOLED_ROLES, **(role_arenas or {})}
-
-
 def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
          arenas: Mapping | None = None, alignment: int | None = None, *,
          fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
@@ -182,7 +160,7 @@ def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
     default_alignment = DEFAULT_ALIGNMENT if alignment is None else _check_alignment(
         alignment, "alignment")
     config = check_arena_config(arenas)
-    roles = check_role_arenas(arena_layout_roles(arena_layout, strategy, role_arenas))
+    roles = check_role_arenas(roles_for_layout(arena_layout, strategy, role_arenas))
     token, rank, world_size, spec = check_determinism_args(replay_token, rank, world_size, shard_spec)
     g = graph_to_plan(graph, rank, world_size, spec)
     def run(graph_):

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from heapq import heappop, heappush
 
 from . import determinism
+from .arena_layout import roles_for_layout
 from .cbor import dumps as cbor_dumps
 from .errors import PlanError, U64_MAX, is_int, is_text
 from .symbolic import resolve as _resolve_symbolic_dims
@@ -1766,13 +1767,16 @@ def metrics(a, arenas, slot_of, inplace_of, reserved=None):
 # the whole pipeline
 # ---------------------------------------------------------------------------
 def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=None, fit="best",
-         role_arenas=None, *, replay_token=None, rank=0, world_size=1, shard_spec=None):
+         role_arenas=None, *, replay_token=None, rank=0, world_size=1, shard_spec=None,
+         arena_layout=None):
     """Plan a parsed ``emel.graph/1`` document; returns the ``emel.plan/1`` dict.
 
     ``strategy``: ``tmmu`` (algorithm.md), ``greedy_by_size`` (``fit="best"``
     or ``"first"``) or ``best_fit`` (strategies.md); ``auto`` and ``optimal``
     exist in the C++ core only. ``role_arenas``: ``{role: arena name}``
-    overriding a role's default arena, e.g. ``{"gradient": "activations"}``.
+    overriding a role's default arena, e.g. ``{"gradient": "activations"}``;
+    ``arena_layout`` as in the API (arena_layout.py: None pools gradients with
+    activations except under tmmu).
     ``rank``, ``world_size``, ``shard_spec`` (``{tensor id: axis}``): plan
     one rank's share (sharding.shard_graph, applied after the document checks
     of phase A); with ``replay_token`` (32 bytes) they enter the hashes
@@ -1783,7 +1787,7 @@ def plan(document, mode="inference", strategy="tmmu", arenas=None, alignment=Non
     _check_mode(mode)
     _check_strategy(strategy, fit)
     config, default_alignment = check_arena_config(arenas, alignment)        # §1, first
-    roles = check_role_arenas(role_arenas)                                  # after alignment= and arenas=
+    roles = check_role_arenas(roles_for_layout(arena_layout, strategy, role_arenas))  # after alignment= and arenas=
     token, rank, world_size, spec = determinism.check_determinism_args(replay_token, rank, world_size,
                                                                        shard_spec)
     if spec:

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from .arena_layout import roles_for_layout
 from .cost_model import cost_function
 from .errors import PlanError, check_u64, is_int
 from .graph import Graph, load_graph
@@ -328,7 +329,8 @@ def _arena_size(p, arena: str) -> int:
 
 def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activations",
           time_budget_ms: int = DEFAULT_REMAT_BUDGET_MS, alignment: int | None = None,
-          arenas: Mapping | None = None, role_arenas: Mapping | None = None) -> RematResult:
+          arenas: Mapping | None = None, role_arenas: Mapping | None = None,
+          arena_layout: str | None = None) -> RematResult:
     """Recompute saved activations in the backward phase of a training graph
     so that ``arena`` planned by ``auto`` (backward mode) fits ``budget_bytes``
     at the least recompute cost found.
@@ -338,11 +340,14 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
     in deterministic work units. Returns ``(graph, plan, report)``
     (:class:`RematResult`). When no choice fits, raises ``PlanError``
     (``ARENA_TOO_SMALL``) naming the arena and the smallest size reached.
+    ``arena_layout`` as in plan(): by default gradients share the activations
+    arena, so ``budget_bytes`` bounds both.
     """
     check_u64(budget_bytes, "budget_bytes", arena=arena)
     if not is_int(time_budget_ms) or time_budget_ms < 0:
         raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
     cost_function(cost)  # an unknown cost model fails before any work
+    role_arenas = roles_for_layout(arena_layout, "auto", role_arenas)  # the plan's and the bound's
     g = load_graph(graph)
     g.validate()
     if not any(n.get("phase") == "backward" for n in g.nodes):
@@ -351,7 +356,7 @@ def remat(graph: Any, budget_bytes: int, cost="flops", *, arena: str = "activati
 
     def place(h: Graph):
         return plan_graph(h, mode="backward", strategy="auto", alignment=alignment, arenas=arenas,
-                          role_arenas=role_arenas)
+                          role_arenas=role_arenas, arena_layout="separate")  # layout applied above
 
     def bound_state(h: Graph):
         lb = LiveBytes(h, "backward", role_arenas)

@@ -516,12 +516,16 @@ def _check_static(value, fx_node, module: str | None) -> None:
     dims = list(value.shape) + [value.storage_offset()]
     if all(isinstance(d, int) or (isinstance(d, torch.SymInt) and d.node.is_constant()) for d in dims):
         return
+    inside = f"module {module!r}" if module else "the model's forward"
     raise PlanError("INVALID_IR_SHAPES",
-                    f"from_torch: op {fx_node.target} (node {fx_node.name!r}) in module "
-                    f"{module or '(top level)'!r} returns a tensor of shape "
+                    f"from_torch: op {fx_node.target} (node {fx_node.name!r}) in {inside} returns "
+                    f"a tensor of shape "
                     f"{[str(d) for d in value.shape]}: its size depends on tensor values, which "
                     f"tracing does not compute. Bound the size instead (e.g. torch.where(mask, x, 0) "
-                    f"or a top-k of fixed k in place of x[mask])", node=fx_node.name)
+                    f"or a top-k of fixed k in place of x[mask]), or switch the op off for planning "
+                    f"(a Hugging Face model's train-time masking or layerdrop: its config)",
+                    node=fx_node.name)
+
 
 
 def _mark_outputs(b: _Builder, output_ids: list[str], training: bool, grad_names: list[str]) -> None:
