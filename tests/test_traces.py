@@ -80,7 +80,7 @@ def test_formats_round_trip(tmp_path, suffix):
     assert trace_cli.main(["record", str(graph), "-o", str(path), "--rank", "1",
                            "--world-size", "2"]) == 0
     records = trace.parse(path.read_bytes())
-    expected = trace.trace_records(mm.plan(str(graph), strategy="tmmu", rank=1, world_size=2).to_dict())
+    expected = trace.trace_records(mm.plan(str(graph), rank=1, world_size=2).to_dict())
     assert records == expected
     data = path.read_bytes()
     raw = gzip.decompress(data) if suffix.endswith(".gz") else data

@@ -60,7 +60,8 @@ def load_factory(spec: str):
         module = importlib.util.module_from_spec(spec_)
         spec_.loader.exec_module(module)
     else:
-        sys.path.insert(0, ".")  # a module beside the caller, as `python -m` would find it
+        sys.path.insert(0, os.getcwd())  # a module beside the caller, as `python -m` would find it
+        importlib.invalidate_caches()      # a file written since the last import in this process
         try:
             module = importlib.import_module(module_name)
         finally:
