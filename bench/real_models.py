@@ -267,7 +267,7 @@ def unseen_models():
                               **small),
            feed=lambda batch, device: {"input_ids": torch.randint(0, 512, (batch, 16), device=device),
                                        "pixel_values": torch.randn(batch, 3, 32, 32, device=device)}),
-        handwritten("handwritten (GRU, einsum, top-k, scatter)"),
+        handwritten("handwritten-rnn"),   # a GRU, einsum, top-k, scatter, in-place chains
     ]
 
 

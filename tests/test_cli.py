@@ -8,6 +8,7 @@ import pytest
 
 import emel.memory as mm
 from emel.memory import cli, examples
+from emel.memory.formats import format_bytes
 
 
 def test_example_summary(capsys):
@@ -143,3 +144,57 @@ def test_shape_plans_one_point_of_the_envelope(tmp_path, capsys):
     assert "[SHAPE_ENVELOPE_EXCEEDED]" in capsys.readouterr().err
     assert cli.main([str(graph), "--shape", "batch=2"]) == 1
     assert "unknown symbol 'batch'" in capsys.readouterr().err
+
+
+# -- the first answer is the best one, and what is above the peak is explained --------------
+
+def test_the_default_is_auto_at_the_bound_and_tmmu_is_explained(capsys):
+    assert cli.main(["--example"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy auto" in out and "note:" not in out
+    activations = next(line for line in out.splitlines() if line.startswith("activations"))
+    assert activations.split()[5] == "1.000"                      # size / bound
+    assert cli.main(["--example", "--strategy", "tmmu"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "activations is 1.256x its lower bound" in notes[0]
+    assert "--strategy auto" in notes[0]
+
+
+def test_training_totals_pool_by_default_and_separate_arenas_is_explained(capsys):
+    pooled = mm.plan(examples.load("llama-tiny-training"), mode="backward")
+    live = pooled.peak(top=0).live_bytes
+    assert "gradients" not in pooled.arenas and pooled.total_bytes <= 1.01 * live
+    separate = mm.plan(examples.load("llama-tiny-training"), mode="backward", arena_layout="separate")
+    assert separate.arenas["gradients"].size > 0 and separate.total_bytes > 1.3 * live
+    assert cli.main(["--example", "llama-tiny-training", "--mode", "backward", "--separate-arenas"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: total {format_bytes(separate.total_bytes)} is "
+                     f"{separate.total_bytes / live:.3f}x the {format_bytes(live)} live at the peak "
+                     f"over all arenas: activations, gradients each peak at their own step; pooled "
+                     f"arenas (the default: drop --separate-arenas) plan them as one"]
+    with pytest.raises(ValueError, match="arena_layout must be one of pooled, separate"):
+        mm.plan(examples.load("llama-tiny-training"), arena_layout="shared")
+
+
+def test_alignment_padding_is_explained():
+    g = mm.Graph(name="tiny")
+    for i in range(40):                        # forty 4-byte parameters, each on a 128-byte boundary
+        g.tensor(f"w{i}", [1], role="parameter")
+    g.tensor("x", [64], role="input")
+    g.tensor("y", [64], role="output")
+    g.node("f", "sum", ["x"] + [f"w{i}" for i in range(40)], ["y"])
+    p = mm.plan(g)
+    notes = cli.overhead_notes(p)
+    assert len(notes) == 1 and "alignment padding" in notes[0] and "128-byte" in notes[0]
+    assert cli.overhead_notes(mm.plan(g, alignment=1)) == []
+
+
+def test_the_mode_probably_meant_is_named(capsys):
+    assert cli.main(["--example", "llama-tiny-training"]) == 0
+    out = capsys.readouterr().out
+    assert "is a training step (106 gradients, 130 tensors saved for backward) planned in " \
+           "inference mode" in out and "--mode backward" in out
+    assert cli.main(["--example", "--mode", "backward"]) == 0
+    assert "--mode inference is probably meant" in capsys.readouterr().out
+    assert cli.main(["--example", "llama-tiny-training", "--mode", "backward"]) == 0
+    assert "probably" not in capsys.readouterr().out and "note:" not in capsys.readouterr().out
