@@ -225,57 +225,15 @@ def c_programs(text: str) -> list[tuple[int, str, str | None]]:
 
 
 def write_fixtures(work: Path, page: Path) -> None:
-    """The files the docs' commands name, in the page's working directory."""
-    from emel.memory import examples
-    shutil.copyfile(examples.path("llama-tiny-inference"), work / "graph.json")
-    write_onnx_model(work / "model.onnx")
-    write_batch_model(work / "batch.onnx")
-    # emel-import --torch mymodels:make_model: a module beside the caller returning (model, inputs)
-    (work / "mymodels.py").write_text(textwrap.dedent("""\
-        import torch
-
-        def make_model():
-            model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
-                                        torch.nn.Linear(256, 10))
-            return model, (torch.randn(8, 64),)
-        """))
+    """The page's own C program as app.c (the page shows it; `cc app.c` compiles
+    it). Every other file a command names, the page makes with a command shown
+    before it: a user has nothing else."""
     programs = c_programs(page.read_text(encoding="utf-8"))
     if programs:  # cc app.c: the page's first C program
         (work / "app.c").write_text(programs[0][1])
     # Paths relative to a checkout: its scripts and benchmarks.
     for directory in ("scripts", "bench"):
         (work / directory).symlink_to(ROOT / directory, target_is_directory=True)
-
-
-def write_batch_model(path: Path) -> None:
-    """An MLP whose input x has a named dimension: batch x 256 (emel-fit --dim batch)."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    weight = numpy_helper.from_array(np.zeros((256, 512), np.float32), "fc.weight")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "fc.weight"], ["h"], name="/fc/MatMul"),
-         helper.make_node("Relu", ["h"], ["y"], name="/act/Relu")],
-        "batch-mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 512])], [weight])
-    onnx.save(helper.make_model(graph), str(path))
-
-
-def write_onnx_model(path: Path) -> None:
-    """A small CNN with a fixed input x: 1x3x224x224 (conv, relu, global pool)."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    weight = numpy_helper.from_array(np.full((8, 3, 3, 3), 0.01, np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("GlobalAveragePool", ["r"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "tiny_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])], initializer=[weight])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
 
 
 def c_toolchain(build_dir_too: bool = False) -> tuple[list[str], str, str] | str:
