@@ -1,5 +1,5 @@
 """E0 equivalence matrix (TMMU spec VIII.C): the C++ core against the pure
-Python reference on the shared graphs, for every preset x mode x seed.
+Python reference on the model graphs of data/graphs, for every preset x mode x seed.
 
     python scripts/e0_matrix.py [--seeds 10] [--json bench/results/e0_matrix.json]
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_GRAPHS = ROOT.parent / "shared" / "graphs"
+GRAPHS = ROOT / "data" / "graphs"   # the model graphs of the repository (data/README.md)
 if any((ROOT / "python" / "emel" / "memory").glob("_core*")):
     # a checkout with its core built in place; otherwise the emel on the path (a wheel)
     sys.path.insert(0, str(ROOT / "python"))
@@ -69,7 +69,7 @@ def matrix(seeds: int, graphs=None, first_seed: int = 0):
     """Rows (graph, preset, mode, passed seeds, failures) over the shared graphs,
     for seeds first_seed .. first_seed + seeds - 1 (seed 0: the document as given)."""
     rows = []
-    for path in graphs or sorted(SHARED_GRAPHS.glob("*.json")):
+    for path in graphs or sorted(GRAPHS.glob("*.json")):
         document = json.loads(path.read_text())
         for preset in PRESETS:
             for mode in MODES:
@@ -83,7 +83,7 @@ def matrix(seeds: int, graphs=None, first_seed: int = 0):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="E0: C++ core vs reference on the shared graphs")
+    parser = argparse.ArgumentParser(description="E0: C++ core vs reference on the model graphs of data/graphs")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "e0_matrix.json"))
     args = parser.parse_args(argv)

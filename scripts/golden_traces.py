@@ -1,4 +1,4 @@
-"""Golden allocation traces: every shared graph x mode, planned with the
+"""Golden allocation traces: every model graph (data/graphs) x mode, planned with the
 default strategy (tmmu) and alignment, stored as gzipped JSON Lines under
 tests/golden/<graph>.<mode>.jsonl.gz (docs/determinism.md §6).
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
-SHARED_GRAPHS = ROOT.parent / "shared" / "graphs"
+GRAPHS = ROOT / "data" / "graphs"   # the model graphs of the repository (data/README.md)
 if any((ROOT / "python" / "emel" / "memory").glob("_core*")):
     # a checkout with its core built in place; otherwise the emel on the path (a wheel)
     sys.path.insert(0, str(ROOT / "python"))
@@ -34,8 +34,8 @@ def golden_path(graph: Path, mode: str) -> Path:
     return GOLDEN / f"{graph.stem}.{mode}.jsonl.gz"
 
 
-def cases(shared: Path = SHARED_GRAPHS):
-    return [(graph, mode) for graph in sorted(shared.glob("*.json")) for mode in MODES]
+def cases(graphs: Path = GRAPHS):
+    return [(graph, mode) for graph in sorted(graphs.glob("*.json")) for mode in MODES]
 
 
 def fresh_records(graph: Path, mode: str) -> list[dict]:
@@ -62,8 +62,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--update", action="store_true", help="rewrite the golden traces")
     args = parser.parse_args(argv)
-    if not SHARED_GRAPHS.is_dir():
-        print(f"no shared graphs at {SHARED_GRAPHS}", file=sys.stderr)
+    if not GRAPHS.is_dir():
+        print(f"no model graphs at {GRAPHS}", file=sys.stderr)
         return 2
     failures = 0
     for graph, mode in cases():

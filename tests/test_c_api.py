@@ -407,8 +407,13 @@ def _c_plan(lib, doc, mode="inference", strategy="tmmu", fit="best", alignment=N
         lib.emel_graph_destroy(g)
 
 
+# The C API's options default to tmmu and plan the specification's arena
+# layout (no arena_layout option); Python is asked for the same.
+C_DEFAULTS = {"strategy": "tmmu", "arena_layout": "separate"}
+
+
 def _py_plan(doc, **kw):
-    plan = mm.plan(doc, **dict(kw, time_budget_ms=2))
+    plan = mm.plan(doc, **{**C_DEFAULTS, **dict(kw, time_budget_ms=2)})
     return {"arenas": {n: (a.size, a.lower_bound) for n, a in plan.arenas.items()},
             "tensors": {tid: (t.arena, t.offset, t.size, t.birth, t.death, t.view_of, t.inplace_of)
                         for tid, t in plan.tensors.items()}}
@@ -497,7 +502,7 @@ def _c_hashes(lib, doc, mode="inference", replay_token=None, rank=0, world_size=
 
 
 def _py_hashes(doc, **kw):
-    plan = mm.plan(doc, **kw)
+    plan = mm.plan(doc, **{**C_DEFAULTS, **kw})
     return {"hashes": plan.hashes, "replay_token": plan.replay_token, "rank": plan.rank,
             "world_size": plan.world_size}
 
@@ -542,13 +547,13 @@ def _check_printed_hashes(lines):
         out = {key.removesuffix("_hash"): value for key, value in plan_hashes.items()}
         return dict(out, token=token.hex(), rank=str(rank), world_size=str(world_size))
 
-    default = mm.plan(TINY_DOC)
+    default = mm.plan(TINY_DOC, strategy="tmmu")
     assert printed["default"] == expect(default.hashes, default.replay_token, 0, 1)
     # custom: token bytes 7i+1, rank 1 of 4, spec {w: 0, a: 1} given as a hash
     # input only (the C API does not shard; Python would shard the graph, so
     # its plan hash is recomputed from the document with that spec's hash).
     token = bytes(i * 7 + 1 for i in range(32))
-    custom = mm.plan(TINY_DOC, replay_token=token, rank=1, world_size=4).to_dict()
+    custom = mm.plan(TINY_DOC, strategy="tmmu", replay_token=token, rank=1, world_size=4).to_dict()
     custom["hashes"]["shard_spec_hash"] = determinism.shard_spec_hash({"w": 0, "a": 1}).hex()
     custom["hashes"]["plan_hash"] = determinism.plan_hash_of_document(custom)
     assert printed["custom"] == expect(custom["hashes"], token, 1, 4)
@@ -578,7 +583,7 @@ def test_c_api_hashes_of_a_sharded_graph(lib):
     c = _c_hashes(lib, share, rank=1, world_size=2, shard_spec=spec)
     py = _py_hashes(doc, rank=1, world_size=2, shard_spec=spec)
     assert c == py
-    assert c["hashes"]["ir_hash"] != mm.plan(doc).hashes["ir_hash"]  # the share, not the graph
+    assert c["hashes"]["ir_hash"] != mm.plan(doc, strategy="tmmu").hashes["ir_hash"]  # the share, not the graph
 
 
 @settings(max_examples=60)  # small graphs, a few dozen cases: the contract, not the planner
@@ -599,7 +604,7 @@ def test_c_api_hashes_match_python_on_random_graphs(lib, doc, mode, token, rank_
         c = _outcome(lambda: _c_hashes(lib, doc, mode, token, rank, world_size, spec, shaped))
     except _Inexpressible:
         assume(False)
-    py = _outcome(lambda: mm.plan(py_doc, mode=mode, replay_token=token, rank=rank,
+    py = _outcome(lambda: mm.plan(py_doc, **C_DEFAULTS, mode=mode, replay_token=token, rank=rank,
                                   world_size=world_size).to_dict())
     if not isinstance(py, tuple):  # not an error
         py["hashes"]["shard_spec_hash"] = determinism.shard_spec_hash(spec).hex()
@@ -618,7 +623,7 @@ def test_c_api_determinism_argument_errors(lib):
         with pytest.raises(CError) as c:
             _c_hashes(lib, TINY_DOC, **kw)
         with pytest.raises(mm.PlanError) as py:
-            mm.plan(TINY_DOC, **kw)
+            mm.plan(TINY_DOC, **{**C_DEFAULTS, **kw})
         assert c.value.code == py.value.code == code
     p = ctypes.c_void_p()
     assert lib.emel_plan_create_ex(None, None, None, ctypes.byref(p)) == STATUS.index("INVALID_ARGUMENT")

@@ -27,16 +27,18 @@ def test_bundled_examples_are_the_data_copies():
 
 
 def test_nothing_reads_beside_the_checkout_or_edits_sys_path():
-    """A user's clone has no ../shared; the tests' imports come from pytest's
-    pythonpath (pyproject.toml), not from sys.path edits."""
+    """A user's clone has no ../shared; the tests' and benches' imports come
+    from pytest's pythonpath (pyproject.toml) or the script's own folder, not
+    from sys.path edits."""
+    beside = re.compile(r"\.\./shared|parents\[2\]\s*/\s*\"shared\"|\.parent\s*/\s*\"shared\"")
+    path_edit = re.compile(r"sys\.path\.(insert|append)")
     offenders = []
-    pattern = re.compile(r"\.\./shared|parents\[2\]\s*/\s*\"shared\"|sys\.path\.(insert|append)")
-    for folder in ("tests", "bench", "docs"):
+    for folder in ("tests", "bench", "docs", "scripts", "fuzz"):
         for path in sorted((ROOT / folder).rglob("*")):
             if path.suffix not in (".py", ".md", ".sh") or path.name == "test_repo_data.py":
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if pattern.search(line):
+                if beside.search(line) or (folder in ("tests", "bench", "docs") and path_edit.search(line)):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
     assert (DATA / "README.md").is_file()
