@@ -356,3 +356,17 @@ def test_c_program_runs(page, line, source, prints, tmp_path):
     assert run.returncode == 0, f"{page.name}:{line} exits {run.returncode}: {run.stderr}"
     if prints is not None:
         assert run.stdout.strip() == prints
+
+
+def test_python_blocks_paste_into_a_fresh_interpreter():
+    """A reader pastes a block as it stands: no block is indented (a list's
+    indentation breaks the paste), and the first block of a page that uses
+    ``mm`` imports it."""
+    for page in PAGES_WITH_CODE:
+        text = page.read_text(encoding="utf-8")
+        indented = [m for m in FENCE.finditer(text) if m.group("lang") == "python" and m.group("indent")]
+        assert not indented, f"{page.name}: indented python block at line " \
+                             f"{text.count(chr(10), 0, indented[0].start()) + 1}"
+        first = next((code for _, code in python_blocks(text) if "mm." in code), None)
+        if first is not None:
+            assert "import emel.memory as mm" in first, f"{page.name}: the first block using mm imports it"
