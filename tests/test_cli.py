@@ -198,3 +198,33 @@ def test_the_mode_probably_meant_is_named(capsys):
     assert "--mode inference is probably meant" in capsys.readouterr().out
     assert cli.main(["--example", "llama-tiny-training", "--mode", "backward"]) == 0
     assert "probably" not in capsys.readouterr().out and "note:" not in capsys.readouterr().out
+
+
+def test_frictions_of_a_first_session(tmp_path, capsys, monkeypatch):
+    # an unknown example: one line, no stray quotes around the message
+    assert cli.main(["--example", "gpt2"]) == 1
+    assert capsys.readouterr().err.startswith("emel-plan: no bundled example 'gpt2'; available: ")
+    # a torch.save file is recognised and pointed to the torch importer
+    pt = tmp_path / "model.pt"
+    pt.write_bytes(b"PK\x03\x04" + bytes(60))
+    assert cli.main([str(pt)]) == 1
+    assert "looks like a PyTorch file" in capsys.readouterr().err
+    # print(plan) under auto says what the search proved, not which internal pass won
+    text = repr(mm.plan(examples.load("llama-tiny-inference")))
+    assert "activations=31.8 MiB (optimal)" in text and "fit" not in text
+    # --help texts point nowhere a pip user cannot follow
+    from emel.memory import fit, import_cli, sweep, trace_cli
+    for main in (cli.main, fit.main, import_cli.main, sweep.main, trace_cli.main):
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        assert "docs/" not in capsys.readouterr().out
+    # an unreachable Dask scheduler: one line asking whether it runs
+    def no_answer(address):
+        raise OSError(f"Timed out trying to connect to {address} after 30 s")
+    monkeypatch.setattr(sweep, "connect", no_answer)
+    (tmp_path / "g").mkdir()
+    with examples.path("resnet18-inference").open("rb") as src:
+        (tmp_path / "g" / "r.json").write_bytes(src.read())
+    assert sweep.main([str(tmp_path / "g"), "--scheduler", "tcp://10.0.0.1:8786", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "is `dask scheduler` running there" in err and err.count("\n") == 1

@@ -152,3 +152,31 @@ def test_exported_models_agree_with_from_torch():
         assert (from_onnx.arenas["activations"].peak_live_bytes
                 == from_torch.arenas["activations"].peak_live_bytes)
         from_onnx.verify()      # (the Relu runs in place: below the bound is fine)
+
+
+def test_graphs_are_named_after_their_file(tmp_path):
+    """Exporters name every graph alike (torch: main_graph): the file says which model it is."""
+    model = mlp_model()
+    model.graph.name = "main_graph"
+    path = tmp_path / "resnet_block.onnx"
+    onnx.save(model, str(path))
+    assert mm.from_onnx(str(path)).name == "resnet_block"
+    assert mm.from_onnx(path).name == "resnet_block"
+    assert mm.from_onnx(path.read_bytes()).name == "main_graph"      # no file: the graph's own
+    assert mm.from_onnx(str(path), name="mine").name == "mine"
+
+
+def test_emel_trace_and_emel_sweep_read_dynamic_onnx(tmp_path, capsys):
+    from emel.memory import sweep, trace_cli
+    onnx.save(mlp_model(batch="N"), str(tmp_path / "mlp.onnx"))
+    trace = tmp_path / "t.jsonl"
+    assert trace_cli.main(["record", str(tmp_path / "mlp.onnx"), "-o", str(trace)]) == 2   # N unfixed
+    assert "N" in capsys.readouterr().err
+    onnx.save(mlp_model(), str(tmp_path / "fixed.onnx"))
+    assert trace_cli.main(["record", str(tmp_path / "fixed.onnx"), "-o", str(trace)]) == 0
+    assert trace_cli.main(["verify", str(tmp_path / "fixed.onnx"), str(trace)]) == 0
+    assert "OK" in capsys.readouterr().out
+    assert sweep.main([str(tmp_path), "--strategies", "auto", "-j", "1", "--no-progress",
+                       "--input-shape", f"x={B},{D}"]) == 0
+    out = capsys.readouterr().out
+    assert "mlp.onnx" in out and "fixed.onnx" in out and "INVALID_IR_SHAPES" not in out

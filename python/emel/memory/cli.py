@@ -267,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         result = plan(source, mode=args.mode, strategy=args.strategy, alignment=args.alignment,
                       fit=args.fit, time_budget_ms=args.time_budget_ms,
                       arena_layout=layout_of(args), **determinism)
-    except (OSError, KeyError, ValueError, ImportError) as e:  # PlanError is a ValueError
+    except KeyError as e:  # an unknown --example: its message lists the names
+        print(f"emel-plan: {e.args[0]}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1
     out = sys.stdout
