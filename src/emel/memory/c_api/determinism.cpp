@@ -32,7 +32,7 @@ namespace {
 
 const Digest& hash_of(const emel_plan& c, emel_hash_kind kind, const char* fn) {
     const PlanHashes& h = c.plan.hashes;
-    switch (kind) {
+    switch (enum_arg(kind)) {
         case EMEL_HASH_IR: return h.ir;
         case EMEL_HASH_EXECUTION_ORDER: return h.execution_order;
         case EMEL_HASH_ARENA_CONFIG: return h.arena_config;
@@ -40,7 +40,7 @@ const Digest& hash_of(const emel_plan& c, emel_hash_kind kind, const char* fn) {
         case EMEL_HASH_PLAN: return h.plan;
         default: break;
     }
-    bad_arg(fn, "unknown hash kind " + std::to_string(static_cast<int>(kind)));
+    bad_arg(fn, "unknown hash kind " + std::to_string(enum_arg(kind)));
 }
 
 void write_hex(const Digest& d, char* buf, size_t size, const char* fn) {

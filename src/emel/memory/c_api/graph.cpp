@@ -84,7 +84,7 @@ void add_graph_tensor(emel_graph* graph, const char* fn, const char* id, const c
     need(id, fn, "id");
     need(dtype, fn, "dtype");
     if (ndim > 0) need(shape, fn, "shape");
-    const int r = static_cast<int>(role);
+    const int r = enum_arg(role);
     if (r < EMEL_ROLE_INPUT || r > EMEL_ROLE_OUTPUT)
         bad_arg(fn, "tensor " + q(id) + ": unknown role " + std::to_string(r), id);
     if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");
@@ -217,7 +217,7 @@ EMEL_API emel_status emel_graph_set_node_phase(emel_graph* graph, const char* no
     return guarded([&] {
         check_graph(graph, fn);
         need(node_id, fn, "node_id");
-        const int ph = static_cast<int>(phase);
+        const int ph = enum_arg(phase);
         if (ph < EMEL_PHASE_UNSPECIFIED || ph > EMEL_PHASE_BACKWARD)
             bad_arg(fn, "unknown phase " + std::to_string(ph), {}, node_id);
         if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");

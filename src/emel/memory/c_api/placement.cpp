@@ -36,7 +36,8 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
     static const char* fn = "emel_place";
     return guarded([&] {
         // The argument checks of emel.memory.place(), then the core's place_rows().
-        check_strategy_fit(static_cast<int>(strategy), static_cast<int>(fit), fn);
+        const int strategy_code = enum_arg(strategy), fit_code = enum_arg(fit);
+        check_strategy_fit(strategy_code, fit_code, fn);
         if (n > 0) {
             need(lower, fn, "lower");
             need(upper, fn, "upper");
@@ -44,11 +45,11 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
             need(offsets_out, fn, "offsets_out");
         }
         if (n >= kNone) bad_arg(fn, "too many buffers (" + std::to_string(n) + ")");
-        const Fit f = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        const Fit f = fit_code == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
         const RowPlacement r = place_rows(std::vector<uint64_t>(lower, lower + n),
                                           std::vector<uint64_t>(upper, upper + n),
                                           std::vector<uint64_t>(size, size + n), alignment,
-                                          static_cast<Strategy>(strategy), f,
+                                          static_cast<Strategy>(strategy_code), f,
                                           budget_units(time_budget_ms), capacity);
         const Placement& placed = r.placed;
         if (placed.offset.size() != n)
