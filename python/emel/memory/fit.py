@@ -43,10 +43,14 @@ def parse_bytes(text: Any) -> int:
         if text < 0:
             raise ValueError(f"a byte budget must be >= 0, got {text}")
         return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"a byte budget looks like 24GiB, 512MiB, 1.5GB or 4096; got {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    # Exact decimal arithmetic, never float: "9007199254741119" is that many
+    # bytes, not 2^53 + 128, and 400 digits are a budget, not an OverflowError.
+    # The length bound keeps int() within Python's digit limit.
+    m = re.fullmatch(r"\s*([0-9]+)(?:\.([0-9]*))?\s*([A-Za-z]*)\s*", str(text)[:1000])
+    if not m or m.group(3).lower() not in _UNITS or len(str(text)) > 1000:
+        raise ValueError(f"a byte budget looks like 24GiB, 512MiB, 1.5GB or 4096; got {text!r:.100}")
+    whole, frac, unit = m.group(1), m.group(2) or "", _UNITS[m.group(3).lower()]
+    return (int(whole + frac) * unit) // 10 ** len(frac)  # whole bytes, rounded down
 
 
 def _symbols(doc: dict) -> dict[str, tuple[int, int]]:

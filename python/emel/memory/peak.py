@@ -123,8 +123,9 @@ def category(entry: dict) -> str:
 def live_curve(plan, arena: str | None = None) -> np.ndarray:
     """Bytes of storage tensors live at each step, in one arena or (None) all of them.
 
-    Unlike viz.live_bytes (whose maximum is the lower bound), an in-place
-    result and its victim count once: they are the same bytes."""
+    An in-place result and its victim count once: they are the same bytes, so
+    the maximum is the plan's lower bound, never above what the plan reserves
+    (``peak_live_bytes`` counts both)."""
     rows = _rows(plan, arena)
     steps = max(int(plan.steps), 1)
     delta = np.zeros(steps + 1, dtype=np.int64)
@@ -136,10 +137,12 @@ def live_curve(plan, arena: str | None = None) -> np.ndarray:
 
 def _births(plan) -> np.ndarray:
     """Births, counting an in-place result from the step after it takes its victim's
-    bytes: at that step the victim already holds them (no double count)."""
+    bytes: at that step the victim already holds them (no double count). A result
+    that dies at that same step is never counted apart from its victim (its birth
+    passes its death), so no step counts more than the plan's lower bound."""
     births = plan.births.astype(np.int64)
     inplace = np.asarray(plan._core.inplace_of) >= 0
-    return np.where(inplace, np.minimum(births + 1, plan.deaths.astype(np.int64)), births)
+    return np.where(inplace, births + 1, births)
 
 
 def _rows(plan, arena: str | None) -> np.ndarray:
