@@ -280,10 +280,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import parse_input_shapes
+    from .cli import check_output_path, parse_input_shapes, write_output
     p = _parser()
     args = p.parse_args(argv)
     try:
+        check_output_path(args.json, "--json")
         budget = parse_bytes(args.budget)
         shapes = parse_input_shapes(args.input_shape)
         curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]
@@ -317,9 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         doc = answer.to_dict()
         doc["curve"] = rows
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
+        if not write_output(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n", "emel-fit"):
+            return 1
     return 0 if answer.value is not None else 1
 
 

@@ -13,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-from .cli import add_input_shape_option, parse_input_shapes
+from .cli import add_input_shape_option, check_output_path, parse_input_shapes, write_output
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--training applies to --torch models")
     try:
         shapes = parse_input_shapes(args.input_shape)
+        check_output_path(args.output, "-o")
     except ValueError as e:
         p.error(str(e))
     try:
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        if not write_output(args.output, text, "emel-import"):
+            return 1
         print(f"{graph.name}: {len(graph.tensors)} tensors, {len(graph.nodes)} nodes "
               f"written to {args.output}")
     return 0

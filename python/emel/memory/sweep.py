@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Iterable, Sequence
 
+from .cli import check_output_path, write_output
 from .errors import PlanError
 from .planning import MODES, STRATEGIES, plan
 
@@ -216,7 +217,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        check_output_path(args.output, "-o")
+    except ValueError as e:
+        p.error(str(e))
     if not os.path.isdir(args.directory):
         print(f"emel-sweep: {args.directory} is not a directory", file=sys.stderr)
         return 1
@@ -249,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"format": SWEEP_FORMAT, "directory": os.path.abspath(args.directory),
                "modes": args.modes, "strategies": args.strategies,
                "time_budget_ms": args.time_budget_ms, "jobs": args.jobs, "rows": rows}
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
+        if not write_output(args.output, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                            "emel-sweep"):
+            return 1
         print(f"results written to {args.output}")
     return 1 if any("error" in r for r in rows) else 0
 

@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 from . import cbor
-from .cli import add_determinism_options, determinism_kwargs
+from .cli import add_determinism_options, check_output_path, determinism_kwargs
 from .errors import PlanError
+from .graph import read_input_file
 from .planning import MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
 
@@ -86,7 +87,7 @@ def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit=
 
 
 def verify(args) -> int:
-    recorded = parse(Path(args.trace).read_bytes())
+    recorded = parse(read_input_file(args.trace))
     if not recorded or recorded[0].get("record") != "allocation_header":
         print(f"emel-trace: {args.trace}: the first record is not an allocation_header", file=sys.stderr)
         return 2
@@ -102,7 +103,12 @@ def verify(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        check_output_path(getattr(args, "output", None), "-o")
+    except ValueError as e:
+        p.error(str(e))
     try:
         return record(args) if args.command == "record" else verify(args)
     except (PlanError, OSError, ValueError, KeyError, TypeError, cbor.CBORError) as e:
