@@ -280,3 +280,20 @@ def test_emel_fit_onnx_batch(tmp_path, capsys):
     make = fit.onnx_at(str(path), "batch")
     assert mm.plan(make(value), strategy="auto").total_bytes <= budget
     assert mm.plan(make(value + 1), strategy="auto").total_bytes > budget
+
+
+def test_peak_of_tensors_near_2_64_bytes_is_exact():
+    """Found by the new `peak` fuzz surface (issue 31): sizes went through
+    int64, so a 2^63 + 5-byte tensor wrapped and peak() reported 882,679 B
+    in an arena whose lower bound is above 2^63."""
+    g = mm.Graph(name="huge")
+    g.tensor("x", [8], "uint8", role="input")
+    g.tensor("big", [2**63 + 5], "uint8")
+    g.tensor("y", [2**62], "uint8", role="output")
+    g.node("expand", "expand", ["x"], ["big"])
+    g.node("reduce", "sum", ["big"], ["y"])
+    plan = mm.plan(g, alignment=1)
+    act = plan.arenas["activations"]
+    assert act.lower_bound == 2**63 + 5 + 2**62
+    assert plan.peak(arena="activations").live_bytes == act.lower_bound <= act.size
+    assert plan.peak().tensors[0].id == "big" and plan.peak().tensors[0].bytes == 2**63 + 5

@@ -128,11 +128,20 @@ def live_curve(plan, arena: str | None = None) -> np.ndarray:
     (``peak_live_bytes`` counts both)."""
     rows = _rows(plan, arena)
     steps = max(int(plan.steps), 1)
-    delta = np.zeros(steps + 1, dtype=np.int64)
-    sizes = plan.sizes[rows].astype(np.int64)
+    sizes = _sizes(plan, rows)
+    delta = np.zeros(steps + 1, dtype=sizes.dtype)
     np.add.at(delta, _births(plan)[rows], sizes)
     np.add.at(delta, plan.deaths[rows].astype(np.int64) + 1, -sizes)
     return np.cumsum(delta[:-1])
+
+
+def _sizes(plan, rows: np.ndarray) -> np.ndarray:
+    """The rows' sizes as int64, or as Python ints when their sum reaches 2^63
+    (tensors near 2^64 bytes): sums of them must stay exact."""
+    sizes = plan.sizes[rows]
+    if len(sizes) and int(sizes.max()) * len(sizes) >= 2**63:
+        return sizes.astype(object)
+    return sizes.astype(np.int64)
 
 
 def _births(plan) -> np.ndarray:
@@ -177,7 +186,7 @@ def peak(plan, arena: str | None = None, top: int = 10) -> PeakReport:
     rows = _rows(plan, arena)
     births, deaths = _births(plan)[rows], plan.deaths[rows]
     live = rows[(births <= step) & (deaths >= step)]
-    sizes = plan.sizes[live].astype(np.int64)
+    sizes = _sizes(plan, live)
     total = int(sizes.sum())
 
     entries = {t["id"]: t for t in graph.tensors}

@@ -105,7 +105,8 @@ class LiveBytes:
                 arena_names.append(name)
             arena_of.append(name)
         self.arenas = sorted(arena_names)
-        self.size = np.array(size, dtype=np.int64)
+        # Python ints past int64 (tensors near 2^64 bytes): sums stay exact.
+        self.size = np.array(size, dtype=np.int64 if max(size, default=0) < 2**63 else object)
         self.arena = np.array([self.arenas.index(a) for a in arena_of], dtype=np.int64)
 
         # Which storage each node touches (each once), and who produces it.
@@ -148,7 +149,7 @@ class LiveBytes:
             if len(t_root) else np.zeros(0, dtype=np.int64)
         self._touched_roots = self._t_root[self._starts] if len(t_root) else self._starts
         self.work_per_eval = n + len(t_root) + 2 * len(storage) + 1
-        self._exact = int(self.size.sum()) < 2**53  # bincount weights are doubles
+        self._exact = sum(size) < 2**53  # bincount weights are doubles
         self._inplace_pairs(outputs)
 
     def _inplace_pairs(self, outputs: set) -> None:
@@ -254,7 +255,7 @@ class LiveBytes:
             diff -= np.bincount(self.arena * width + death + 1, weights=self.size,
                                 minlength=n_arenas * width)
             live = np.rint(np.cumsum(diff.reshape(n_arenas, width), axis=1)).astype(np.int64)
-        else:  # pragma: no cover - only for arenas beyond 2^53 bytes
+        else:  # arenas beyond 2^53 bytes
             diff = np.zeros(n_arenas * width, dtype=object)
             np.add.at(diff, self.arena * width + birth, self.size.astype(object))
             np.subtract.at(diff, self.arena * width + death + 1, self.size.astype(object))
