@@ -616,11 +616,15 @@ def run_cli(case):
         if spec is not None and tool in ("plan", "trace_record"):
             argv += ["--shard-spec", paths.get(spec, spec)]
         buf = io.StringIO()
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            try:
+        here = os.getcwd()
+        os.chdir(tmp)  # a tool that takes '-' as a file name writes it here
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 rc = main(argv)
-            except SystemExit as e:  # argparse: a bad argument
-                rc = e.code
+        except SystemExit as e:  # argparse: a bad argument
+            rc = e.code
+        finally:
+            os.chdir(here)
     if rc not in codes:
         raise Wrong(f"{tool} exited {rc}: {buf.getvalue()[-300:]}")
     text = buf.getvalue()

@@ -77,11 +77,12 @@ def add_determinism_options(p: argparse.ArgumentParser, rank: bool = True) -> No
                        help="number of ranks the shard spec splits over (default: 1)")
 
 
-def check_output_path(path: str | None, flag: str) -> None:
-    """ValueError unless ``path`` (None or '-' for none) can be written: its
-    directory exists and is writable and it is no directory. Checked before
-    the work, so a mistyped path costs no planning and gets no traceback."""
-    if path is None or path == "-":
+def check_output_path(path: str | None, flag: str, dash_is_stdout: bool = True) -> None:
+    """ValueError unless ``path`` (None: none; '-': standard output, where the
+    tool takes it) can be written: its directory exists and is writable and it
+    is no directory. Checked before the work, so a mistyped path costs no
+    planning and gets no traceback."""
+    if path is None or (path == "-" and dash_is_stdout):
         return
     target = Path(path)
     if target.is_dir():

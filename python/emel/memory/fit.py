@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     try:
-        check_output_path(args.json, "--json")
+        check_output_path(args.json, "--json", dash_is_stdout=False)
         budget = parse_bytes(args.budget)
         shapes = parse_input_shapes(args.input_shape)
         curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]

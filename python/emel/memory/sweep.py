@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     try:
-        check_output_path(args.output, "-o")
+        check_output_path(args.output, "-o", dash_is_stdout=False)
     except ValueError as e:
         p.error(str(e))
     if not os.path.isdir(args.directory):
