@@ -489,9 +489,10 @@ def test_c_graph_from_arrays_refuses_view_base_below_minus_one():
 
 def test_c_enum_arguments_out_of_range_are_refused():
     """Issue 31: enum arguments (role, phase, mode, strategy, fit, hash kind,
-    ggml op) are read as integers and checked before any conversion: -1 was
-    loaded as the enum type first, undefined behaviour that UBSan reports
-    (scripts/sanitize.sh runs this test against the sanitized library)."""
+    ggml op, status) are read as integers and checked before any conversion:
+    -1 was loaded as the enum type first (or passed on by value), undefined
+    behaviour that UBSan reports (scripts/sanitize.sh runs this test against
+    the sanitized library: before the fix it aborts there)."""
     lib = _c_library()
     P, S, U64, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int
     lib.emel_last_error_message.restype = ctypes.c_char_p
@@ -536,6 +537,9 @@ def test_c_enum_arguments_out_of_range_are_refused():
         assert lib.emel_ggml_graph_add_tensor(gg_graph, b"a", 8, -1, 0, None, 0, S(-1).value, 0,
                                               None) == invalid
         lib.emel_ggml_graph_destroy(gg_graph)
+        lib.emel_status_name.restype = ctypes.c_char_p
+        assert [lib.emel_status_name(s) for s in (-1, 7, 2**31 - 1)] == [
+            b"UNKNOWN", b"INVALID_ARGUMENT", b"UNKNOWN"]
     finally:
         if plan.value:
             lib.emel_plan_destroy(plan)

@@ -28,16 +28,17 @@ extern "C" {
 
 // ------------------------------------------------------------- placement
 
-EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
-                                   const uint64_t* size, size_t n, emel_strategy strategy,
-                                   emel_fit fit, uint64_t alignment, uint64_t time_budget_ms,
-                                   uint64_t capacity, uint64_t* offsets_out,
-                                   uint64_t* arena_size_out) {
+namespace {
+
+// Both entry points, with the enum arguments already read as ints (passing
+// an out-of-range enum on by value would load it as the enum type).
+emel_status place_ex(const uint64_t* lower, const uint64_t* upper, const uint64_t* size, size_t n,
+                     int strategy, int fit, uint64_t alignment, uint64_t time_budget_ms,
+                     uint64_t capacity, uint64_t* offsets_out, uint64_t* arena_size_out) {
     static const char* fn = "emel_place";
     return guarded([&] {
         // The argument checks of emel.memory.place(), then the core's place_rows().
-        const int strategy_code = enum_arg(strategy), fit_code = enum_arg(fit);
-        check_strategy_fit(strategy_code, fit_code, fn);
+        check_strategy_fit(strategy, fit, fn);
         if (n > 0) {
             need(lower, fn, "lower");
             need(upper, fn, "upper");
@@ -45,11 +46,11 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
             need(offsets_out, fn, "offsets_out");
         }
         if (n >= kNone) bad_arg(fn, "too many buffers (" + std::to_string(n) + ")");
-        const Fit f = fit_code == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        const Fit f = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
         const RowPlacement r = place_rows(std::vector<uint64_t>(lower, lower + n),
                                           std::vector<uint64_t>(upper, upper + n),
                                           std::vector<uint64_t>(size, size + n), alignment,
-                                          static_cast<Strategy>(strategy_code), f,
+                                          static_cast<Strategy>(strategy), f,
                                           budget_units(time_budget_ms), capacity);
         const Placement& placed = r.placed;
         if (placed.offset.size() != n)
@@ -59,12 +60,23 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
     });
 }
 
+}  // namespace
+
+EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
+                                   const uint64_t* size, size_t n, emel_strategy strategy,
+                                   emel_fit fit, uint64_t alignment, uint64_t time_budget_ms,
+                                   uint64_t capacity, uint64_t* offsets_out,
+                                   uint64_t* arena_size_out) {
+    return place_ex(lower, upper, size, n, enum_arg(strategy), enum_arg(fit), alignment,
+                    time_budget_ms, capacity, offsets_out, arena_size_out);
+}
+
 EMEL_API emel_status emel_place(const uint64_t* lower, const uint64_t* upper,
                                 const uint64_t* size, size_t n, emel_strategy strategy,
                                 uint64_t alignment, uint64_t time_budget_ms,
                                 uint64_t* offsets_out, uint64_t* arena_size_out) {
-    return emel_place_ex(lower, upper, size, n, strategy, EMEL_FIT_BEST, alignment,
-                         time_budget_ms, 0, offsets_out, arena_size_out);
+    return place_ex(lower, upper, size, n, enum_arg(strategy), EMEL_FIT_BEST, alignment,
+                    time_budget_ms, 0, offsets_out, arena_size_out);
 }
 
 }  // extern "C"

@@ -53,7 +53,7 @@ struct ApiError {
 };
 
 // status.cpp
-const char* status_name(emel_status s) noexcept;
+const char* status_name(int s) noexcept;
 emel_status to_status(ErrorCode c) noexcept;
 // Records the thread's last error (emel_last_error_*) and returns `status`.
 emel_status record(emel_status status, const std::string& text, const std::string& tensor,
