@@ -232,11 +232,7 @@ def test_a_reordered_plan_restores_with_its_own_graph():
 def test_evaluator_takes_tensors_past_2_63_bytes():
     """Found by the new `peak` fuzz surface (issue 31): a size past 2^63 was an
     OverflowError in LiveBytes (sizes were int64)."""
-    g = mm.Graph(name="huge")
-    g.tensor("x", [8], "uint8", role="input")
-    g.tensor("big", [2**63 + 5], "uint8")
-    g.tensor("y", [2**62], "uint8", role="output")
-    g.node("expand", "expand", ["x"], ["big"])
-    g.node("reduce", "sum", ["big"], ["y"])
+    import graphgen
+    g = graphgen.past_int64_doc()
     bound = live_bytes_bound(g)
     assert bound == _lower_bounds(mm.plan(g)) and bound["activations"] == 2**63 + 5 + 2**62
