@@ -499,9 +499,11 @@ def run_peak(case):
             raise Wrong(f"peak(arena={a.name!r}) = {live}, lower bound {a.lower_bound}, size {a.size}")
     if plan.peak().live_bytes > plan.total_bytes:
         raise Wrong(f"peak() = {plan.peak().live_bytes} above total_bytes {plan.total_bytes}")
-    if LiveBytes(graph, mode).bounds() != bounds:
-        raise Wrong(f"live_bytes_bound {LiveBytes(graph, mode).bounds()} is not the "
-                    f"plan's lower bound {bounds}")
+    # tmmu may form fewer in-place pairs (a must_not_alias partner among the
+    # victim slot's earlier holders): its bound may be higher, never lower.
+    got = LiveBytes(graph, mode).bounds()
+    if got != bounds and (case["strategy"] != "tmmu" or any(got[a] > bounds[a] for a in got)):
+        raise Wrong(f"live_bytes_bound {got} is not the plan's lower bound {bounds}")
     return "accepted"
 
 

@@ -72,10 +72,13 @@ def test_evaluator_counts_an_inplace_pair_once():
     assert plan.arenas["activations"].peak_live_bytes == 200  # counts both, as documented
 
 
-@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size"])
+@pytest.mark.parametrize("strategy", ["greedy_by_size", "best_fit", "tmmu"])
 def test_evaluator_is_the_core_lower_bound_on_random_graphs(strategy):
     """Issue 31: in-place pairs (must_not_alias partners, views, saved and
-    persistent arenas among them) as the core forms them, in every mode."""
+    persistent arenas among them) as the offset strategies form them, in
+    every mode; tmmu may form fewer (a must_not_alias partner among the
+    victim slot's earlier holders, not only its chain of takers), so its
+    bound is never below the evaluator's."""
     import graphgen
     checked = 0
     for seed in range(150):
@@ -85,7 +88,11 @@ def test_evaluator_is_the_core_lower_bound_on_random_graphs(strategy):
                 plan = mm.plan(doc, mode=mode, strategy=strategy)
             except mm.PlanError:
                 continue
-            assert LiveBytes(doc, mode).bounds() == _lower_bounds(plan), (seed, mode)
+            got, bounds = LiveBytes(doc, mode).bounds(), _lower_bounds(plan)
+            if strategy == "tmmu":
+                assert all(got[a] <= bounds[a] for a in got), (seed, mode)
+            else:
+                assert got == bounds, (seed, mode)
             checked += 1
     assert checked > 300
 
@@ -227,6 +234,15 @@ def test_a_reordered_plan_restores_with_its_own_graph():
     with pytest.raises(mm.CheckpointError) as e:
         mm.restore(p.checkpoint(), fan())   # the given order is another plan
     assert e.value.reason == "plan_differs"
+
+
+def test_evaluator_of_a_graph_without_nodes():
+    """Found by the `peak` fuzz surface (issue 31): a graph of tensors and no
+    nodes was an IndexError (no positions to look births up in)."""
+    g = {"format": "emel.graph/1", "nodes": [],
+         "tensors": [{"id": "w", "shape": [4], "dtype": "uint8", "role": "parameter"},
+                     {"id": "x", "shape": [8], "dtype": "uint8", "role": "input"}]}
+    assert live_bytes_bound(g) == _lower_bounds(mm.plan(g)) == {"parameters": 4, "activations": 8}
 
 
 def test_evaluator_takes_tensors_past_2_63_bytes():

@@ -234,7 +234,9 @@ class LiveBytes:
         """(birth, death) per storage tensor for node positions ``pos``."""
         last = max(self.n - 1, 0)
         produced = self.producer >= 0
-        birth = np.where(produced, pos[np.maximum(self.producer, 0)], 0)
+        # (a graph of no nodes has no positions: everything is born at step 0)
+        birth = (np.where(produced, pos[np.maximum(self.producer, 0)], 0) if self.n
+                 else np.zeros(len(self.producer), dtype=np.int64))
         birth[self.persistent] = 0
         death = birth.copy()
         if len(self._t_root):
@@ -247,7 +249,7 @@ class LiveBytes:
     def live(self, pos: np.ndarray) -> np.ndarray:
         """Live bytes per arena (rows: ``self.arenas``) per step (columns)."""
         birth, death = self.lifetimes(pos)
-        width = self.n + 1
+        width = max(self.n, 1) + 1  # steps and one past the last (no nodes: one step)
         n_arenas = len(self.arenas)
         if self._exact:
             diff = np.bincount(self.arena * width + birth, weights=self.size,
