@@ -42,14 +42,17 @@ std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vec
 }
 
 // A pass that passes 2^64-1 loses to every pass that places: tmmu's slots
-// can overflow where offsets fit (issue 31). It comes back abandoned, with the
-// buffer that overflowed, so auto is refused only when no pass places.
+// can overflow where offsets fit (issue 31). It comes back abandoned, so auto
+// is refused only when no pass places, naming the buffer of the first pass
+// that overflowed (`overflowed` starts at kNoOverflow).
+constexpr uint32_t kNoOverflow = UINT32_MAX;
+
 template <class Pass>
 Placement unless_overflow(Pass&& pass, uint32_t& overflowed) {
     try {
         return pass();
     } catch (const PlacementOverflow& e) {
-        overflowed = e.buffer;
+        if (overflowed == kNoOverflow) overflowed = e.buffer;
         Placement p;
         p.end = UINT64_MAX;
         p.abandoned = true;
@@ -66,7 +69,7 @@ namespace {
 Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     const uint64_t bound = buffers_lower_bound(b);
     // The portfolio, in tie-break order.
-    uint32_t overflowed = 0;
+    uint32_t overflowed = kNoOverflow;
     Placement best = unless_overflow([&] { return place_slots(b); }, overflowed);
     uint64_t work = best.work;
     // The order that produced `best`; empty for the answers that came from no
@@ -288,7 +291,7 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     best.lower_bound = std::max(best.lower_bound, bound);
     best.optimal = best.optimal || best.end <= best.lower_bound;
     if (target == 0 || best.end <= target || best.optimal) return best;
-    uint32_t overflowed = 0;
+    uint32_t overflowed = kNoOverflow;
     Placement aimed =
         unless_overflow([&] { return place_optimal(b, work_budget, target); }, overflowed);
     const uint64_t work = best.work + aimed.work;
