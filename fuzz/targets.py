@@ -26,10 +26,11 @@ import tempfile
 import numpy as np
 
 import emel.memory as mm
-from emel.memory import cbor, native, reference, trace, trace_cli
+from emel.memory import cbor, fit, native, reference, trace, trace_cli
 from emel.memory import ggml as gg
 from emel.memory.determinism import sha256
 from emel.memory.pooling import PoolingAllocator
+from emel.memory.reorder import LiveBytes, reorder
 
 from mutate import (mutate_bytes, mutate_value, rand_int, seed_ggml, seed_graph, seed_intervals,
                     odd_value)
@@ -469,6 +470,171 @@ def run_arenas(case):
     return outcome
 
 
+# ------------------------------------------------------------------ peak and reorder
+
+def gen_peak(rng):
+    doc = seed_graph(rng)
+    if rng.random() < 0.3:
+        doc = mutate_value(rng, doc, 1)
+    return {"doc": doc, "mode": rng.choice(mm.MODES), "strategy": rng.choice(STRATEGIES),
+            "reorder": rng.random() < 0.3}
+
+
+def run_peak(case):
+    """peak() and LiveBytes against the plan: every arena's peak is its lower
+    bound (so never above its size), and so is the bound reorder scores."""
+    mode = case["mode"]
+    try:
+        plan = mm.plan(case["doc"], mode=mode, strategy=case["strategy"], time_budget_ms=5)
+        graph = plan.graph
+        if case["reorder"]:
+            graph = reorder(graph, mode, time_budget_ms=1)
+            plan = mm.plan(graph, mode=mode, strategy=case["strategy"], time_budget_ms=5)
+    except mm.PlanError:
+        return "refused"
+    bounds = {a.name: a.lower_bound for a in plan.arenas.values()}
+    for a in plan.arenas.values():
+        live = plan.peak(arena=a.name).live_bytes
+        if live != a.lower_bound or live > a.size:
+            raise Wrong(f"peak(arena={a.name!r}) = {live}, lower bound {a.lower_bound}, size {a.size}")
+    if plan.peak().live_bytes > plan.total_bytes:
+        raise Wrong(f"peak() = {plan.peak().live_bytes} above total_bytes {plan.total_bytes}")
+    # tmmu may form fewer in-place pairs (a must_not_alias partner among the
+    # victim slot's earlier holders): its bound may be higher, never lower.
+    got = LiveBytes(graph, mode).bounds()
+    if got != bounds and (case["strategy"] != "tmmu" or any(got[a] > bounds[a] for a in got)):
+        raise Wrong(f"live_bytes_bound {got} is not the plan's lower bound {bounds}")
+    return "accepted"
+
+
+# ------------------------------------------------------------------ budgets as text
+
+_UNIT_BYTES = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "kb": 10**3, "GB": 10**9}
+
+
+def gen_budget(rng):
+    """A budget as text with the bytes it means (None: text it must refuse)."""
+    value = rng.choice((rand_int(rng), 2**53 + rng.randint(-3, 300), rng.randint(0, 10**6),
+                        int("9" * rng.randint(20, 400))))
+    value = abs(value) if type(value) is int else 1
+    unit = rng.choice(list(_UNIT_BYTES))
+    scale = _UNIT_BYTES[unit]
+    if rng.random() < 0.3 and scale > 1:  # a decimal: whole bytes, rounded down
+        whole, frac = divmod(value, 1000)
+        text, expected = f"{whole}.{frac:03d}{rng.choice(('', ' '))}{unit}", (value * scale) // 1000
+    else:
+        text, expected = f"{value}{rng.choice(('', ' '))}{unit}", value * scale
+    if rng.random() < 0.15:  # anything: refused or read, never another error
+        text, expected = mutate_value(rng, text, 1), None
+    elif rng.random() < 0.2:  # text that is no budget
+        text, expected = rng.choice(_NOT_BUDGETS), "refused"
+    return {"text": text, "expected": expected, "via": rng.choice(("parse", "max_fit"))}
+
+
+_NOT_BUDGETS = ("1e5", "-1", "1.5.5", "", " ", "NaN", "inf", "0x10", "\u0661\u0662", "1" * 5000,
+                "5 XB", "\ud800", "1_000", ".5", "1,000", "+1", "1 2", "KiB", "1e999")
+
+
+def _bytes_graph(n):
+    return {"format": "emel.graph/1", "tensors": [
+        {"id": "y", "shape": [n], "dtype": "uint8", "role": "output"},
+        {"id": "x", "shape": [1], "dtype": "uint8", "role": "input"}],
+        "nodes": [{"id": "make", "op": "expand", "inputs": ["x"], "outputs": ["y"]}]}
+
+
+def run_budget(case):
+    """Budgets are parsed exactly (no float on the way): max_fit's answer
+    needs at most the budget, its next value more."""
+    text, expected = case["text"], case["expected"]
+    try:
+        budget = fit.parse_bytes(text)
+    except ValueError:  # the documented error (OverflowError is not one)
+        if type(expected) is int:
+            raise Wrong(f"parse_bytes refused {text!r:.100} ({expected} bytes)") from None
+        return "refused"
+    if expected == "refused":
+        raise Wrong(f"parse_bytes read {text!r:.100} as {budget} bytes")
+    if expected is not None and budget != expected:
+        raise Wrong(f"parse_bytes({text!r}) = {budget}, not {expected}")
+    if case["via"] == "max_fit" and budget >= 1:
+        n = min(budget, 2**62)  # every value tried plans (sizes below 2^64)
+        answer = fit.max_fit(_bytes_graph, text, "n", lo=max(n - 4, 1), hi=n + 4, alignment=1)
+        str(answer)
+        if answer.bytes is not None and answer.bytes > budget:
+            raise Wrong(f"max_fit({text!r}) answered a plan of {answer.bytes} B")
+        if answer.next_bytes is not None and answer.next_bytes <= budget:
+            raise Wrong(f"max_fit({text!r}) stopped below a value that fits")
+    return "accepted"
+
+
+# ------------------------------------------------------------------ the command lines
+
+_CLI_INPUTS = ("graph",) * 7 + ("/dev/zero", "/dev/null", "fifo", "dir", "missing", "deep")
+_CLI_OUTPUTS = ("ok", "ok", "ok", "-", None, None, None, "missing_dir", "dir", "/dev/full")
+
+
+def gen_cli(rng):
+    return {"tool": rng.choice(("plan", "fit", "trace_record", "trace_verify", "sweep", "import")),
+            "input": rng.choice(_CLI_INPUTS), "output": rng.choice(_CLI_OUTPUTS),
+            "shard_spec": rng.choice((None,) * 9 + ("deep", "fifo", "/dev/zero", '{"w": 0}')),
+            "doc": seed_graph(rng, 6)}
+
+
+def run_cli(case):
+    """The command lines on hostile input files and output paths: an exit
+    status they document, one line on stderr, no traceback (a stray
+    exception), and no hang on a device or a pipe (the driver's time-out)."""
+    from emel.memory import cli, fit as fit_cli, import_cli, sweep
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, "g.json")
+        with open(graph, "w") as f:
+            json.dump(case["doc"], f)
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        deep = os.path.join(tmp, "deep.json")
+        with open(deep, "w") as f:
+            f.write("[" * 100_000 + "]" * 100_000)
+        paths = {"graph": graph, "fifo": fifo, "dir": tmp, "missing": os.path.join(tmp, "nope.json"),
+                 "deep": deep, "ok": os.path.join(tmp, "out.json"),
+                 "missing_dir": os.path.join(tmp, "no", "out.json")}
+        src = paths.get(case["input"], case["input"])
+        out = paths.get(case["output"], case["output"])
+        tool = case["tool"]
+        if tool == "plan":
+            main, argv, codes = cli.main, [src] + (["--json", out] if out else []), (0, 1, 2)
+        elif tool == "fit":
+            main, argv, codes = fit_cli.main, [src, "--budget", "1MiB", "--dim", "b"] + (
+                ["--json", out] if out else []), (0, 1, 2)
+        elif tool == "trace_record":
+            main, argv, codes = trace_cli.main, ["record", src, "-o", out or "-"], (0, 2)
+        elif tool == "trace_verify":
+            main, argv, codes = trace_cli.main, ["verify", graph, src], (0, 1, 2)
+        elif tool == "sweep":
+            main, argv, codes = sweep.main, [tmp, "-j", "1", "--no-progress", "--strategies", "tmmu"] + (
+                ["-o", out] if out else []), (0, 1, 2)
+        else:
+            main, argv, codes = import_cli.main, [src] + (["-o", out] if out else []), (0, 1, 2)
+        spec = case["shard_spec"]
+        if spec is not None and tool in ("plan", "trace_record"):
+            argv += ["--shard-spec", paths.get(spec, spec)]
+        buf = io.StringIO()
+        here = os.getcwd()
+        os.chdir(tmp)  # a tool that takes '-' as a file name writes it here
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                rc = main(argv)
+        except SystemExit as e:  # argparse: a bad argument
+            rc = e.code
+        finally:
+            os.chdir(here)
+    if rc not in codes:
+        raise Wrong(f"{tool} exited {rc}: {buf.getvalue()[-300:]}")
+    text = buf.getvalue()
+    if "Traceback" in text:
+        raise Wrong(f"{tool} printed a traceback: {text[-300:]}")
+    return "accepted" if rc == 0 else "refused"
+
+
 # ------------------------------------------------------------------ the C API
 
 _LIB = None
@@ -497,28 +663,41 @@ def gen_capi(rng):
     calls = []
     for i in range(n):
         calls.append(("tensor", ids[i], rand_int(rng) % 2**64 if rng.random() < 0.3 else rng.choice((0, 8, 64)),
-                      rng.choice((0, 1, 2, 3, 4, 5, 6, 99)), rng.choice((0, 0, 1, 3, 64, 2**63)),
+                      _enum(rng, 6), rng.choice((0, 0, 1, 3, 64, 2**63)),
                       rng.randint(0, 1), rng.choice(ids) if ids and rng.random() < 0.15 else None,
                       rng.choice((0, 4, 2**64 - 1))))
     for j in range(rng.randint(0, 4)):
         calls.append(("node", f"n{j}".encode() if rng.random() < 0.95 else b"",
                       [rng.choice(ids) for _ in range(rng.randint(0, 2))] if ids else [],
                       [rng.choice(ids) for _ in range(rng.randint(0, 2))] if ids else []))
-    calls.append(("plan", rng.choice((0, 1, 2, 7)), rng.choice((0, 1, 2, 3, 4, 9)), rng.choice((0, 1, 5)),
+    if rng.random() < 0.3 and n:
+        calls.append(("phase", f"n{rng.randint(0, 3)}".encode(), _enum(rng, 3)))
+    calls.append(("plan", _enum(rng, 3), _enum(rng, 5), _enum(rng, 2),
                   rng.choice((0, 1, 3, 128, 2**63)), rng.choice((0, 1, 5))))
-    calls.append(("query", rng.choice((0, 1, 5, 2**64 - 1)), rng.choice(ids + [b"zz"]) if ids else b"zz"))
+    calls.append(("query", rng.choice((0, 1, 5, 2**64 - 1)), rng.choice(ids + [b"zz"]) if ids else b"zz",
+                  _enum(rng, 5)))
     lower, upper, size = seed_intervals(rng, rng.randint(0, 6))
     calls.append(("place", lower, upper, [s if rng.random() < 0.8 else rand_int(rng) % 2**64 for s in size],
-                  rng.choice((0, 1, 2, 3, 4, 9)), rng.choice((1, 8, 0, 3)), rng.choice((0, 1, 5))))
+                  _enum(rng, 5), rng.choice((1, 8, 0, 3)), rng.choice((0, 1, 5)), _enum(rng, 2)))
     starts = sorted(rng.randint(0, 3) for _ in range(3))
     calls.append(("arrays", rng.choice((starts, [0, 2, 0], [1, 1, 1])), rng.random() < 0.5,
-                  [rng.randint(0, 3) for _ in range(4)]))
+                  [rng.randint(0, 3) for _ in range(4)],
+                  [rng.choice((-1,) * 12 + (0, 1, 3, 4, -2, -7, -2**63, 2**63 - 1)) for _ in range(4)]))
     calls.append(("ggml", seed_ggml(rng), rng.choice((1, 32, 0, 3)), rng.choice(("ggml", "tmmu", "auto", "bogus")),
-                  rng.choice((0, 7)) if rng.random() < 0.2 else None))
+                  rng.choice((0, 7)) if rng.random() < 0.2 else None,
+                  _enum(rng, 3) if rng.random() < 0.3 else None))
     return {"calls": calls}
 
 
 _STATUSES = range(0, 10)
+#: Values for C enum arguments: in range, just outside, and the int extremes
+#: (read as the enum type before the range check, -1 was undefined behaviour).
+_ODD_ENUM_CODES = (5, 6, 7, 9, 99, -1, -2, -2**31, 2**31 - 1)
+
+
+def _enum(rng, valid: int) -> int:
+    """A code for a C enum of ``valid`` values: mostly one of them."""
+    return rng.randrange(valid) if rng.random() < 0.95 else rng.choice(_ODD_ENUM_CODES)
 
 
 def _status(s):
@@ -545,6 +724,9 @@ def run_capi(case):
                 arr_in = (ctypes.c_char_p * max(len(ins), 1))(*ins)
                 arr_out = (ctypes.c_char_p * max(len(outs), 1))(*outs)
                 s = lib.emel_graph_add_node(g, nid, arr_in, S(len(ins)), arr_out, S(len(outs)))
+            elif kind == "phase":
+                nid, phase = args
+                s = lib.emel_graph_set_node_phase(g, nid, ctypes.c_int(phase))
             elif kind == "plan":
                 mode, strategy, fit, align, budget = args
                 opts = (ctypes.c_uint8 * 512)()
@@ -556,8 +738,14 @@ def run_capi(case):
                 u64s[0], u64s[1] = budget, align
                 s = lib.emel_plan_create(g, opts, ctypes.byref(plan))
             elif kind == "query":
-                index, tid = args
+                index, tid, hash_kind = args
                 if plan.value:
+                    digest = ctypes.create_string_buffer(65)
+                    for fn in ("emel_plan_hash", "emel_plan_hash_hex"):
+                        extra = (S(65),) if fn.endswith("hex") else ()
+                        hs = _status(getattr(lib, fn)(plan, ctypes.c_int(hash_kind), digest, *extra))
+                        if (hs == 0) != (0 <= hash_kind <= 4):
+                            raise Wrong(f"{fn} with kind {hash_kind} returned {hs}")
                     out64, outs = U64(), S()
                     for fn in ("emel_plan_arena_size", "emel_plan_tensor_offset", "emel_plan_tensor_size"):
                         _status(getattr(lib, fn)(plan, S(index), ctypes.byref(out64)))
@@ -565,15 +753,19 @@ def run_capi(case):
                     _status(lib.emel_plan_num_tensors(plan, None))
                 s = 0
             elif kind == "place":
-                lower, upper, size, strategy, align, budget = args
+                lower, upper, size, strategy, align, budget, fit_code = args
                 k = len(lower)
                 arr = lambda v: (ctypes.c_uint64 * max(k, 1))(*v)  # noqa: E731
                 out = (ctypes.c_uint64 * max(k, 1))()
-                s = lib.emel_place(arr(lower), arr(upper), arr(size), S(k), ctypes.c_int(strategy),
-                                   U64(align), U64(budget), out, None)
+                s = lib.emel_place_ex(arr(lower), arr(upper), arr(size), S(k), ctypes.c_int(strategy),
+                                      ctypes.c_int(fit_code), U64(align), U64(budget), U64(0), out, None)
+                if s == 0 and not (0 <= strategy <= 4 and fit_code in (0, 1)):
+                    raise Wrong(f"emel_place_ex accepted strategy {strategy}, fit {fit_code}")
             elif kind == "arrays":
-                starts, null_index, index = args
-                s = _c_from_arrays(lib, starts, null_index, index)
+                starts, null_index, index, view_base = args
+                s = _c_from_arrays(lib, starts, null_index, index, view_base)
+                if s == 0 and any(b < -1 or b >= 4 for b in view_base):
+                    raise Wrong(f"emel_graph_from_arrays accepted view_base {view_base}")
             else:
                 s = _c_ggml(lib, *args)
             refused |= _status(s) != 0
@@ -593,12 +785,12 @@ class _Arrays(ctypes.Structure):
                 ("outputs", U), ("num_outputs", ctypes.c_size_t)]
 
 
-def _c_from_arrays(lib, starts, null_index, index):
+def _c_from_arrays(lib, starts, null_index, index, view_base):
     u = lambda v: (ctypes.c_uint64 * max(len(v), 1))(*v)  # noqa: E731
     # index arrays hold exactly as many entries as the last offset says (the contract)
     a = _Arrays(num_tensors=4, num_nodes=len(starts) - 1, size=u([8, 8, 8, 8]), in_start=u(starts),
                 in_index=None if null_index else u(index[:starts[-1]] + [0] * starts[-1]),
-                out_start=u([0] * len(starts)))
+                out_start=u([0] * len(starts)), view_base=(ctypes.c_int64 * 4)(*view_base))
     g = ctypes.c_void_p()
     s = lib.emel_graph_from_arrays(ctypes.byref(a), b"arrays", ctypes.byref(g))
     if g.value:
@@ -606,7 +798,7 @@ def _c_from_arrays(lib, starts, null_index, index):
     return s
 
 
-def _c_ggml(lib, rows, alignment, strategy, layout):
+def _c_ggml(lib, rows, alignment, strategy, layout, op_code):
     P, S = ctypes.c_void_p, ctypes.c_size_t
     no = ctypes.c_size_t(-1).value
     g, bt, ga = P(), P(), P()
@@ -615,6 +807,7 @@ def _c_ggml(lib, rows, alignment, strategy, layout):
     try:
         for r in rows:
             op = 0 if r["op"] == "NONE" else 2 if r["op"] in gg.INPLACE_OPS else 1
+            op = op if op_code is None else op_code
             srcs = (ctypes.c_size_t * max(len(r["src"]), 1))(*r["src"])
             v = no if r["view_src"] is None else r["view_src"]
             worst = max(worst, _status(lib.emel_ggml_graph_add_tensor(
@@ -654,6 +847,9 @@ SURFACES = {
     "ggml": (gen_ggml, run_ggml),
     "arenas": (gen_arenas, run_arenas),
     "capi": (gen_capi, run_capi),
+    "peak": (gen_peak, run_peak),
+    "budget": (gen_budget, run_budget),
+    "cli": (gen_cli, run_cli),
 }
 
 

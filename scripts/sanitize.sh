@@ -3,7 +3,8 @@
 # then the test suite and a fuzz run against them (docs/reliability.md).
 #
 #   scripts/sanitize.sh                 # the whole suite + a 2-minute fuzz run
-#   scripts/sanitize.sh --subset        # the robustness, C API, ggml, arena, threaded-placement, peak-window and deep-search tests + 1 minute
+#   scripts/sanitize.sh --subset        # the robustness, C API, ggml, arena, threaded-placement, peak-window and deep-search tests,
+#                                       # 2,000 C API probes + 1 minute of every surface
 #   FUZZ_MINUTES=10 scripts/sanitize.sh # a longer fuzz run
 #   scripts/sanitize.sh -- -k ggml      # extra pytest arguments after --
 #
@@ -57,5 +58,10 @@ else
 fi
 echo "== pytest under ASan+UBSan: ${TESTS[*]}"
 python3 -m pytest -q -x -p no:cacheprovider "${TESTS[@]}" "${PYTEST_ARGS[@]}"
+# The C API probes on their own, so every run of the script (CI's subset too)
+# sends a fixed number of out-of-range enum codes and odd arrays through the
+# sanitized C library, however few inputs the timed run below gives the surface.
+echo "== C API probes under ASan+UBSan: ${CAPI_INPUTS:=2000} inputs"
+python3 fuzz/run.py --inputs "$CAPI_INPUTS" --surfaces capi --seed 31 --timeout 60
 echo "== fuzz run under ASan+UBSan: $FUZZ_MINUTES minute(s)"
 python3 fuzz/run.py --minutes "$FUZZ_MINUTES" --seed 3 --timeout 60

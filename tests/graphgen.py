@@ -1139,3 +1139,14 @@ def minimize_graph(doc, still_fails, max_rounds=50):
 def json_size(doc):
     import json
     return len(json.dumps(doc))
+
+
+def past_int64_doc():
+    """x -> big (2^63 + 5 bytes) -> y (2^62 bytes): sizes whose sums leave
+    int64 (issue 31: peak() wrapped them, LiveBytes raised OverflowError)."""
+    def tensor(tid, n, role="activation"):
+        return {"id": tid, "shape": [n], "dtype": "uint8", "role": role}
+    return {"format": "emel.graph/1", "name": "huge",
+            "tensors": [tensor("x", 8, "input"), tensor("big", 2**63 + 5), tensor("y", 2**62, "output")],
+            "nodes": [{"id": "expand", "op": "expand", "inputs": ["x"], "outputs": ["big"]},
+                      {"id": "reduce", "op": "sum", "inputs": ["big"], "outputs": ["y"]}]}

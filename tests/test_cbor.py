@@ -120,3 +120,10 @@ def test_strict_decoder_refuses(hex_, why):
 def test_values_outside_the_subset_are_refused(encoder, value):
     with pytest.raises((ValueError, TypeError)):
         ENCODERS[encoder](value)
+
+
+def test_lone_surrogate_is_a_cbor_error():
+    """Issue 31: a lone surrogate (json.loads('"\\ud800"') makes one) raised
+    UnicodeEncodeError, not the module's CBORError."""
+    with pytest.raises(cbor.CBORError, match="surrogates not allowed"):
+        cbor.dumps({"id": "a\ud800"})

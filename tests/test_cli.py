@@ -1,6 +1,7 @@
 """The emel-plan command line and the bundled examples."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -225,6 +226,105 @@ def test_frictions_of_a_first_session(tmp_path, capsys, monkeypatch):
     (tmp_path / "g").mkdir()
     with examples.path("resnet18-inference").open("rb") as src:
         (tmp_path / "g" / "r.json").write_bytes(src.read())
-    assert sweep.main([str(tmp_path / "g"), "--scheduler", "tcp://10.0.0.1:8786", "--no-progress"]) == 1
+    assert sweep.main([str(tmp_path / "g"), "--scheduler", "tcp://127.0.0.1:1", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "is `dask scheduler` running there" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- issue 31
+
+def _one_line_exit(main, argv, code, capsys, needle):
+    """main(argv) ends with ``code`` (returned, or by argparse's SystemExit) and
+    one line on stderr holding ``needle``: no traceback."""
+    try:
+        got = main(argv)
+    except SystemExit as e:
+        got = e.code
+    err = capsys.readouterr().err
+    assert got == code, err
+    assert "Traceback" not in err and needle in err.strip().splitlines()[-1], err
+
+
+def test_deeply_nested_shard_spec_is_one_line(tmp_path, capsys):
+    """Issue 31: a deeply nested --shard-spec was a RecursionError traceback."""
+    from emel.memory import trace_cli
+    deep = '{"a": ' * 200_000 + "0" + "}" * 200_000
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(deep)
+    graph = str(examples.path("llama-tiny-inference"))
+    for spec in (deep, str(spec_file)):
+        _one_line_exit(cli.main, [graph, "--shard-spec", spec], 2, capsys, "nests JSON too deeply")
+        _one_line_exit(trace_cli.main, ["record", graph, "-o", str(tmp_path / "t.jsonl"),
+                                        "--shard-spec", spec], 2, capsys, "nests JSON too deeply")
+
+
+def test_unwritable_output_paths_are_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """Issue 31: --json / -o into a missing directory was a FileNotFoundError
+    traceback after all the work; now a bad argument (exit 2) before any plan."""
+    from emel.memory import fit, import_cli, planning, sweep, trace_cli
+
+    def no_planning(*args, **kwargs):
+        raise AssertionError("planned before checking the output path")
+    monkeypatch.setattr(planning._core, "plan_graph", no_planning, raising=False)
+    for module in (cli, fit, sweep, trace_cli):
+        monkeypatch.setattr(module, "plan", no_planning, raising=False)
+    graph = str(examples.path("llama-tiny-inference"))
+    symbolic = tmp_path / "sym.json"
+    symbolic.write_text(json.dumps({"format": "emel.graph/1", "tensors": [
+        {"id": "x", "shape": [{"sym": "b", "max": 4}], "dtype": "uint8", "role": "input"},
+        {"id": "y", "shape": [{"sym": "b", "max": 4}], "dtype": "uint8", "role": "output"}],
+        "nodes": [{"id": "n", "op": "copy", "inputs": ["x"], "outputs": ["y"]}]}))
+    missing = str(tmp_path / "no" / "such" / "out.json")
+    _one_line_exit(cli.main, [graph, "--json", missing], 2, capsys, "no directory")
+    _one_line_exit(cli.main, [graph, "--plot", str(tmp_path)], 2, capsys, "is a directory")
+    _one_line_exit(fit.main, [str(symbolic), "--budget", "1KiB", "--dim", "b", "--json", missing],
+                   2, capsys, "no directory")
+    _one_line_exit(sweep.main, [str(tmp_path), "-o", missing], 2, capsys, "no directory")
+    _one_line_exit(trace_cli.main, ["record", graph, "-o", missing], 2, capsys, "no directory")
+    _one_line_exit(import_cli.main, ["x.onnx", "-o", missing], 2, capsys, "no directory")
+
+
+SPECIAL_FILE_RUNS = [
+    (["emel.memory.cli", "/dev/zero"], 1),
+    (["emel.memory.fit", "/dev/zero", "--budget", "1GiB", "--dim", "b"], 1),
+    (["emel.memory.trace_cli", "record", "/dev/zero", "-o", "-"], 2),
+    (["emel.memory.trace_cli", "verify", "GRAPH", "/dev/zero"], 2),
+    (["emel.memory.import_cli", "/dev/zero"], 1),
+    (["emel.memory.cli", "GRAPH", "--shard-spec", "/dev/zero"], 2),
+]
+
+
+@pytest.mark.parametrize("argv,code", SPECIAL_FILE_RUNS, ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
+def test_special_files_are_refused_not_read(argv, code):
+    """Issue 31: /dev/zero was read without end until memory ran out. Run in a
+    child with a time-out and a 2 GiB address-space limit, so the unfixed code
+    fails this test instead of the machine."""
+    import resource
+    graph = str(examples.path("llama-tiny-inference"))
+    argv = [a.replace("GRAPH", graph) for a in argv]
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (2**31, 2**31))  # noqa: E731
+    run = "import importlib, sys; importlib.import_module(sys.argv.pop(1)).entry()"
+    out = subprocess.run([sys.executable, "-c", run, *argv], capture_output=True, text=True,
+                         timeout=120, preexec_fn=limit)
+    assert out.returncode == code, out.stderr
+    # one line (after argparse's usage, for a bad argument), no traceback
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "/dev/zero is not a regular file" in out.stderr.strip().splitlines()[-1], out.stderr
+
+
+def test_fifos_and_oversized_files_are_refused(tmp_path, monkeypatch):
+    """Issue 31: a pipe is never opened (open() would block), and a file past
+    MAX_INPUT_BYTES is refused before it is read."""
+    from emel.memory import graph as graph_module
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(mm.PlanError, match="not a regular file") as e:
+        mm.load_graph(str(fifo))
+    assert e.value.code == "INVALID_IR_SHAPES"
+    with pytest.raises(mm.PlanError, match="not a regular file"):
+        mm.read_buffers_csv(str(tmp_path))
+    big = tmp_path / "big.json"
+    big.write_text(examples.path("llama-tiny-inference").read_text())
+    monkeypatch.setattr(graph_module, "MAX_INPUT_BYTES", 100)
+    with pytest.raises(mm.PlanError, match="more than the 100 B an input may"):
+        mm.load_graph(str(big))

@@ -57,6 +57,37 @@ def test_peak_names_step_node_module_and_top_tensors():
     assert json.dumps(report.to_dict())                 # plain data
 
 
+def test_peak_counts_an_inplace_pair_once():
+    """Issue 31: b = relu_(a) takes a's bytes and dies at its own step; peak()
+    counted both (200 B live in a 128-byte arena whose lower bound is 100)."""
+    g = mm.Graph(name="inplace")
+    g.tensor("a", [100], "uint8")
+    g.tensor("b", [100], "uint8", can_inplace=True)
+    g.node("relu_", "relu_", ["a"], ["b"])
+    for strategy in ("tmmu", "greedy_by_size", "auto"):
+        plan = mm.plan(g, strategy=strategy)
+        act = plan.arenas["activations"]
+        assert plan.tensors["b"].inplace_of == "a" and act.size == 128
+        assert plan.peak().live_bytes == plan.peak(arena="activations").live_bytes == 100
+        assert [t.id for t in plan.peak().tensors] == ["a"]
+
+
+def test_peak_never_passes_the_arena_on_random_graphs():
+    """Issue 31: the peak of every arena is its lower bound (so never above its
+    size), and every arena together is below the total."""
+    import graphgen
+    for seed in range(120):
+        doc = graphgen._Builder(graphgen._Rand(seed), 1 + seed % 12).build()
+        for strategy in ("tmmu", "greedy_by_size"):
+            try:
+                plan = mm.plan(doc, strategy=strategy)
+            except mm.PlanError:
+                continue
+            for a in plan.arenas.values():
+                assert plan.peak(arena=a.name).live_bytes == a.lower_bound <= a.size, (seed, a.name)
+            assert plan.peak().live_bytes <= plan.total_bytes
+
+
 def test_peak_of_one_arena_and_bad_arguments():
     plan = mm.plan(chain())
     report = plan.peak(arena="activations")
@@ -169,6 +200,48 @@ def test_fit_refuses_unknown_dims_and_budgets():
     assert parse_bytes(4096) == 4096
 
 
+def _bytes_graph(n):
+    """A 1-byte input and an n-byte output: a plan of n + 1 bytes at alignment 1."""
+    g = mm.Graph(name=f"bytes-{n}")
+    g.tensor("x", [1], "uint8", role="input")
+    g.tensor("y", [n], "uint8", role="output")
+    g.node("make", "expand", ["x"], ["y"])
+    return g
+
+
+def test_max_fit_text_budget_is_exact():
+    """Issue 31: "9007199254741119" went through float() and became ...120, and
+    max_fit answered with a plan one byte over the budget asked."""
+    budget = 9007199254741119
+    assert parse_bytes(str(budget)) == budget and parse_bytes("1" * 400) == int("1" * 400)
+    assert parse_bytes("0.5KiB") == 512 and parse_bytes("1.0000000000000000001 B") == 1
+    for given in (budget, str(budget), f" {budget} B "):
+        answer = max_fit(_bytes_graph, given, "n", lo=budget - 8, hi=budget + 8, alignment=1)
+        assert answer.budget == budget and answer.bytes == budget < answer.next_bytes
+    for bad in ("1e3", "-1", ".5", "1" * 1200, "5 XB"):
+        with pytest.raises(ValueError, match="looks like 24GiB"):
+            parse_bytes(bad)
+
+
+def test_max_fit_400_digit_budget_and_emel_fit_bad_budget(tmp_path, capsys):
+    """Issue 31: a 400-digit budget raised OverflowError (docs: ValueError) and
+    emel-fit printed its traceback and exited 1; a budget it cannot read is a
+    bad argument: exit 2, one line."""
+    huge = "9" * 400
+    answer = max_fit(_bytes_graph, huge, "n", lo=1, hi=4, alignment=1)
+    assert answer.value == 4 and answer.budget == int(huge) and answer.bytes == 5
+    path = tmp_path / "mlp.json"
+    path.write_text(symbolic_mlp().to_json())
+    assert fit.main([str(path), "--budget", huge, "--dim", "batch"]) == 0
+    capsys.readouterr()
+    for bad in ("1" * 2000, "1e999", "lots"):
+        with pytest.raises(SystemExit) as e:
+            fit.main([str(path), "--budget", bad, "--dim", "batch"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "Traceback" not in err
+        assert "a byte budget looks like" in err.splitlines()[-1]
+
+
 def test_emel_fit_json_graph(tmp_path, capsys):
     path = tmp_path / "mlp.json"
     path.write_text(symbolic_mlp().to_json())
@@ -241,3 +314,13 @@ def test_emel_fit_on_a_traced_json_points_to_torch(tmp_path, capsys):
     path.write_text(g.to_json())
     assert fit.main([str(path), "--budget", "1MiB", "--dim", "batch"]) == 1
     assert "emel-fit --torch MODULE:FUNCTION" in capsys.readouterr().err
+def test_peak_of_tensors_near_2_64_bytes_is_exact():
+    """Found by the new `peak` fuzz surface (issue 31): sizes went through
+    int64, so a 2^63 + 5-byte tensor wrapped and peak() reported 882,679 B
+    in an arena whose lower bound is above 2^63."""
+    import graphgen
+    plan = mm.plan(graphgen.past_int64_doc(), alignment=1)
+    act = plan.arenas["activations"]
+    assert act.lower_bound == 2**63 + 5 + 2**62
+    assert plan.peak(arena="activations").live_bytes == act.lower_bound <= act.size
+    assert plan.peak().tensors[0].id == "big" and plan.peak().tensors[0].bytes == 2**63 + 5

@@ -433,3 +433,114 @@ def test_from_arrays_ragged_roles():
     with pytest.raises(mm.PlanError) as e:
         mm.Graph.from_arrays([4, 4], ([0, 0], []), ([0, 2], [0, 1]), roles=[3, []])
     assert _code(e) == "INVALID_IR_SHAPES" and "roles" in str(e.value)
+
+
+# ---------------------------------------------------------------- issue 31
+
+def test_auto_places_where_only_tmmu_overflows():
+    """Issue 31: no two huge rows live together, so offsets fit in 2^64 - 1,
+    but tmmu's slots (two of 2^64 - 2^40) do not: its pass in auto's portfolio
+    made auto fail with ALLOCATION_OVERFLOW though every other strategy places."""
+    huge = 2**64 - 2**40
+    rows = ([0, 0, 1, 2], [1, 2, 3, 3], [huge, 16, 16, huge])
+    with pytest.raises(mm.PlanError) as e:
+        mm.place(*rows, strategy="tmmu")
+    assert _code(e) == "ALLOCATION_OVERFLOW" and e.value.tensor == "1"
+    sizes = {s: mm.place(*rows, strategy=s).size for s in ("greedy_by_size", "best_fit", "optimal")}
+    placed = mm.place(*rows, strategy="auto")
+    assert placed.size == min(sizes.values()) == huge + 16 and placed.optimal
+    for s in ("auto", "optimal"):  # aimed at a capacity too
+        assert mm.place(*rows, strategy=s, capacity=huge + 16).size == huge + 16
+
+
+@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size", "best_fit", "auto", "optimal"])
+def test_never_live_row_is_not_rounded_up(strategy):
+    """Issue 31: a row with lower == upper holds no bytes, so its size is never
+    aligned: 2^64 - 1 at alignment 16 was refused ("size overflows when aligned")."""
+    placed = mm.place([0, 0], [0, 1], [2**64 - 1, 8], strategy=strategy, alignment=16)
+    assert placed.offsets.tolist() == [0, 0] and placed.size == 16
+    with pytest.raises(mm.PlanError) as e:  # a live row of that size still overflows
+        mm.place([0, 0], [1, 1], [2**64 - 1, 8], strategy=strategy, alignment=16)
+    assert _code(e) == "ALLOCATION_OVERFLOW" and e.value.tensor == "0"
+
+
+def test_c_graph_from_arrays_refuses_view_base_below_minus_one():
+    """Issue 31: view_base = -7 was taken as -1 (a storage tensor) and the
+    graph accepted; Graph.from_arrays refuses it, and so must the C API."""
+    lib = _c_library()
+    lib.emel_last_error_message.restype = ctypes.c_char_p
+    lib.emel_last_error_tensor.restype = ctypes.c_char_p
+    u64 = lambda *v: (ctypes.c_uint64 * len(v))(*v)  # noqa: E731
+    for base, status in (((-1, 0), 0), ((-7, -1), 1), ((-1, -2**63), 1), ((-1, 2), 1)):
+        a = GraphArrays(num_tensors=2, num_nodes=1, size=u64(4, 4), in_start=u64(0, 1),
+                        in_index=u64(0), out_start=u64(0, 1), out_index=u64(1),
+                        view_base=(ctypes.c_int64 * 2)(*base))
+        out = ctypes.c_void_p()
+        assert lib.emel_graph_from_arrays(ctypes.byref(a), None, ctypes.byref(out)) == status, base
+        if status:
+            assert not out.value and b"view base index" in lib.emel_last_error_message()
+            assert lib.emel_last_error_tensor() == (b"t0" if base[0] != -1 else b"t1")
+        else:
+            lib.emel_graph_destroy(out)
+    with pytest.raises(mm.PlanError):
+        mm.Graph.from_arrays(np.array([4, 4], np.uint64), (np.array([0, 1], np.uint64), np.array([0], np.uint64)),
+                             (np.array([0, 1], np.uint64), np.array([1], np.uint64)), view_of=np.array([-7, -1]))
+
+
+def test_c_enum_arguments_out_of_range_are_refused():
+    """Issue 31: enum arguments (role, phase, mode, strategy, fit, hash kind,
+    ggml op, status) are read as integers and checked before any conversion:
+    -1 was loaded as the enum type first (or passed on by value), undefined
+    behaviour that UBSan reports (scripts/sanitize.sh runs this test against
+    the sanitized library: before the fix it aborts there)."""
+    lib = _c_library()
+    P, S, U64, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int
+    lib.emel_last_error_message.restype = ctypes.c_char_p
+    lib.emel_graph_add_tensor.argtypes = [P, ctypes.c_char_p, U64, I, U64, I, ctypes.c_char_p, U64]
+    lib.emel_graph_set_node_phase.argtypes = [P, ctypes.c_char_p, I]
+    lib.emel_plan_hash.argtypes = [P, I, ctypes.c_char_p]
+    lib.emel_place_ex.argtypes = [ctypes.POINTER(U64)] * 3 + [S, I, I, U64, U64, U64,
+                                                              ctypes.POINTER(U64), ctypes.POINTER(U64)]
+    invalid = 7  # EMEL_INVALID_ARGUMENT
+    g = P()
+    assert lib.emel_graph_create(b"g", ctypes.byref(g)) == 0
+    plan = P()
+    try:
+        for role in (-1, -2**31, 7, 2**31 - 1):
+            assert lib.emel_graph_add_tensor(g, b"x", 8, role, 0, 0, None, 0) == invalid
+            assert f"unknown role {role}".encode() in lib.emel_last_error_message()
+        assert lib.emel_graph_add_tensor(g, b"x", 8, 1, 0, 0, None, 0) == 0
+        assert lib.emel_graph_add_tensor(g, b"y", 8, 5, 0, 0, None, 0) == 0
+        ins, outs = (ctypes.c_char_p * 1)(b"x"), (ctypes.c_char_p * 1)(b"y")
+        assert lib.emel_graph_add_node(g, b"n", ins, S(1), outs, S(1)) == 0
+        assert lib.emel_graph_set_node_phase(g, b"n", -1) == invalid
+        for field in range(3):  # mode, strategy, fit: the options' first three ints
+            opts = (ctypes.c_uint8 * 512)()
+            assert lib.emel_plan_options_default(opts) == 0
+            ctypes.cast(opts, ctypes.POINTER(ctypes.c_int32))[field] = -1
+            assert lib.emel_plan_create(g, opts, ctypes.byref(plan)) == invalid, field
+            assert not plan.value
+        opts = (ctypes.c_uint8 * 512)()
+        assert lib.emel_plan_options_default(opts) == 0
+        assert lib.emel_plan_create(g, opts, ctypes.byref(plan)) == 0
+        out = ctypes.create_string_buffer(32)
+        assert lib.emel_plan_hash(plan, -1, out) == invalid
+        assert b"unknown hash kind -1" in lib.emel_last_error_message()
+        row = (U64 * 1)(0)
+        for strategy, fit in ((-1, 0), (0, -1)):
+            assert lib.emel_place_ex(row, (U64 * 1)(1), (U64 * 1)(8), 1, strategy, fit, 1, 1, 0,
+                                     (U64 * 1)(), None) == invalid
+        gg_graph = P()
+        assert lib.emel_ggml_graph_create(ctypes.byref(gg_graph)) == 0
+        lib.emel_ggml_graph_add_tensor.argtypes = [P, ctypes.c_char_p, U64, I, ctypes.c_uint32,
+                                                   ctypes.POINTER(S), S, S, U64, ctypes.POINTER(S)]
+        assert lib.emel_ggml_graph_add_tensor(gg_graph, b"a", 8, -1, 0, None, 0, S(-1).value, 0,
+                                              None) == invalid
+        lib.emel_ggml_graph_destroy(gg_graph)
+        lib.emel_status_name.restype = ctypes.c_char_p
+        assert [lib.emel_status_name(s) for s in (-1, 7, 2**31 - 1)] == [
+            b"UNKNOWN", b"INVALID_ARGUMENT", b"UNKNOWN"]
+    finally:
+        if plan.value:
+            lib.emel_plan_destroy(plan)
+        lib.emel_graph_destroy(g)

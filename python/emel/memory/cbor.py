@@ -80,7 +80,11 @@ def _encode(value, out: list, depth: int) -> None:
         out.append(_head(2, len(data)))
         out.append(data)
     elif isinstance(value, str):
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: CBOR text is UTF-8 only
+            raise CBORError(f"text {value[:40]!r} is not valid Unicode: {e.reason} at "
+                            f"index {e.start}") from None
         out.append(_head(3, len(data)))
         out.append(data)
     elif isinstance(value, (list, tuple)):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from . import examples
-from .graph import load_graph
+from .graph import load_graph, read_input_file
 from .formats import format_bytes
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, mode_hint, plan
 from .shapes import resolve_at
@@ -91,6 +92,35 @@ def add_determinism_options(p: argparse.ArgumentParser, rank: bool = True) -> No
                        help="number of ranks the shard spec splits over (default: 1)")
 
 
+def check_output_path(path: str | None, flag: str, dash_is_stdout: bool = True) -> None:
+    """ValueError unless ``path`` (None: none; '-': standard output, where the
+    tool takes it) can be written: its directory exists and is writable and it
+    is no directory. Checked before the work, so a mistyped path costs no
+    planning and gets no traceback."""
+    if path is None or (path == "-" and dash_is_stdout):
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: no directory {str(parent)!r} to write it in")
+    if not os.access(target if target.exists() else parent, os.W_OK):
+        raise ValueError(f"{flag} {path}: not writable")
+
+
+def write_output(path: str, text: str, prog: str) -> bool:
+    """Write ``text`` to ``path``; False, with one line on stderr, when that
+    fails after :func:`check_output_path` passed (a full disk, a race)."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"{prog}: cannot write {path}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def parse_replay_token(text: str | None) -> bytes | None:
     """64 hex digits -> 32 bytes; ValueError saying what was expected otherwise."""
     if text is None:
@@ -112,15 +142,16 @@ def parse_shard_spec(text: str | None) -> dict | None:
         return None
     source = text
     if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
+        if not Path(text).exists():
             raise ValueError(f"--shard-spec wants JSON text like '{{\"w\": 0}}' or a JSON file, "
                              f"got {text!r} (no such file)")
-        source = path.read_text(encoding="utf-8")
+        source = read_input_file(text).decode("utf-8")
     try:
         spec = json.loads(source)
     except ValueError as e:
-        raise ValueError(f"--shard-spec: {text!r} is not valid JSON ({e})") from None
+        raise ValueError(f"--shard-spec: {text!r:.100} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"--shard-spec: {text!r:.100} nests JSON too deeply") from None
     if not isinstance(spec, dict):
         raise ValueError(f"--shard-spec must be a JSON object (tensor id -> axis), got {spec!r}")
     return spec
@@ -257,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         shapes = parse_input_shapes(args.input_shape)
         symbols = parse_symbol_values(args.shape)
         determinism = determinism_kwargs(args)
+        check_output_path(args.json, "--json")
+        check_output_path(args.plot, "--plot")
     except (ValueError, OSError) as e:
         _parser().error(str(e))
     try:
@@ -286,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.why:
         print(result.peak(top=args.top))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(result.to_json(indent=1) + "\n")
+        if not write_output(args.json, result.to_json(indent=1) + "\n", "emel-plan"):
+            return 1
         print(f"plan written to {args.json}")
     if args.plot:
         try:

@@ -48,10 +48,14 @@ def parse_bytes(text: Any) -> int:
         if text < 0:
             raise ValueError(f"a byte budget must be >= 0, got {text}")
         return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"a byte budget looks like 24GiB, 512MiB, 1.5GB or 4096; got {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    # Exact decimal arithmetic, never float: "9007199254741119" is that many
+    # bytes, not 2^53 + 128, and 400 digits are a budget, not an OverflowError.
+    # The length bound keeps int() within Python's digit limit.
+    m = re.fullmatch(r"\s*([0-9]+)(?:\.([0-9]*))?\s*([A-Za-z]*)\s*", str(text)[:1000])
+    if not m or m.group(3).lower() not in _UNITS or len(str(text)) > 1000:
+        raise ValueError(f"a byte budget looks like 24GiB, 512MiB, 1.5GB or 4096; got {text!r:.100}")
+    whole, frac, unit = m.group(1), m.group(2) or "", _UNITS[m.group(3).lower()]
+    return (int(whole + frac) * unit) // 10 ** len(frac)  # whole bytes, rounded down
 
 
 def _symbols(doc: dict) -> dict[str, tuple[int, int]]:
@@ -311,10 +315,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import layout_of, parse_input_shapes
+    from .cli import check_output_path, layout_of, parse_input_shapes, write_output
     p = _parser()
     args = p.parse_args(argv)
     try:
+        check_output_path(args.json, "--json", dash_is_stdout=False)
         budget = parse_bytes(args.budget)
         shapes = parse_input_shapes(args.input_shape)
         curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]
@@ -363,9 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         doc = answer.to_dict()
         doc["curve"] = rows
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
+        if not write_output(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n", "emel-fit"):
+            return 1
     return 0 if answer.value is not None else 1
 
 

@@ -10,7 +10,10 @@ __all__ = ["format_bytes", "format_percent", "format_ratio"]
 
 
 def format_bytes(n: int) -> str:
-    """Human units, binary: 1536 -> '1.5 KiB'."""
+    """Human units, binary: 1536 -> '1.5 KiB'. Past what a float holds (a
+    400-digit budget), the exact count."""
+    if n >= 2**1000:
+        return f"{n} B"
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024 or unit == "PiB":

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import json
 import os
+import stat
 from typing import Any, Iterable
 
 from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
@@ -421,10 +422,42 @@ def load_graph(source: Any) -> Graph:
             return Graph._from_document(_parse_json(source, "<string>"), owned=True)
         if isinstance(source, (str, bytes, os.PathLike)):
             where = os.fsdecode(source)
-            with open(source, "rb") as f:
-                text = _decode(f.read(), where)  # the bytes go before parsing: less peak memory
+            # the bytes go before parsing: less peak memory
+            text = _decode(read_input_file(source), where)
             return Graph._from_document(_parse_json(text, where), owned=True)
     raise TypeError(f"load_graph takes a path, a dict or a JSON string, not {type(source).__name__}")
+
+
+#: The most bytes an input file (graph, trace, shard spec, model, CSV) may hold
+#: (a 10^6-tensor graph is 120 MiB): past it the file is refused, not read.
+MAX_INPUT_BYTES = 2**32
+
+
+def check_input_file(path: Any) -> str:
+    """``path`` as text, once it names a regular file of at most MAX_INPUT_BYTES:
+    a device (/dev/zero), a FIFO or a directory is never opened (reading would
+    not end, or opening would block). FileNotFoundError when there is nothing
+    at ``path``; INVALID_IR_SHAPES otherwise."""
+    where = os.fsdecode(path)
+    mode = os.stat(path)
+    if not stat.S_ISREG(mode.st_mode):
+        raise _invalid(f"{where} is not a regular file (a device, pipe or directory): "
+                       f"inputs are read from files")
+    if mode.st_size > MAX_INPUT_BYTES:
+        raise _invalid(f"{where} holds {format_bytes(mode.st_size)}, more than the "
+                       f"{format_bytes(MAX_INPUT_BYTES)} an input may")
+    return where
+
+
+def read_input_file(path: Any) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`check_input_file`), read
+    to at most MAX_INPUT_BYTES even if it grows meanwhile."""
+    where = check_input_file(path)
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _invalid(f"{where} grew past the {format_bytes(MAX_INPUT_BYTES)} an input may hold")
+    return data
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import os
 import sys
 
 from . import examples
-from .cli import add_input_shape_option, parse_input_shapes
+from .cli import add_input_shape_option, check_output_path, parse_input_shapes, write_output
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--optimizer applies to --training")
     try:
         shapes = parse_input_shapes(args.input_shape)
+        check_output_path(args.output, "-o")
     except ValueError as e:
         p.error(str(e))
     try:
@@ -126,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        if not write_output(args.output, text, "emel-import"):
+            return 1
         print(f"{graph.name}: {len(graph.tensors)} tensors, {len(graph.nodes)} nodes "
               f"written to {args.output}")
     return 0

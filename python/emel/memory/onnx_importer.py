@@ -17,7 +17,7 @@ import os
 from typing import Any, Mapping
 
 from .errors import PlanError
-from .graph import DTYPE_BYTES, Graph
+from .graph import DTYPE_BYTES, Graph, check_input_file
 
 #: ops whose output shares its data input's bytes.
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
@@ -69,6 +69,7 @@ def _load_shapes_only(onnx, source):
         where = os.fspath(source)
         if not os.path.exists(where):
             raise FileNotFoundError(f"{where}: no such ONNX model file")
+        check_input_file(where)
         load = lambda: onnx.load(where, load_external_data=False)  # noqa: E731
     else:
         raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not "

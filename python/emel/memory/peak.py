@@ -142,23 +142,35 @@ def category(entry: dict, saved: frozenset = frozenset()) -> str:
 def live_curve(plan, arena: str | None = None) -> np.ndarray:
     """Bytes of storage tensors live at each step, in one arena or (None) all of them.
 
-    Unlike viz.live_bytes (whose maximum is the lower bound), an in-place
-    result and its victim count once: they are the same bytes."""
+    An in-place result and its victim count once: they are the same bytes, so
+    the maximum is the plan's lower bound, never above what the plan reserves
+    (``peak_live_bytes`` counts both)."""
     rows = _rows(plan, arena)
     steps = max(int(plan.steps), 1)
-    delta = np.zeros(steps + 1, dtype=np.int64)
-    sizes = plan.sizes[rows].astype(np.int64)
+    sizes = _sizes(plan, rows)
+    delta = np.zeros(steps + 1, dtype=sizes.dtype)
     np.add.at(delta, _births(plan)[rows], sizes)
     np.add.at(delta, plan.deaths[rows].astype(np.int64) + 1, -sizes)
     return np.cumsum(delta[:-1])
 
 
+def _sizes(plan, rows: np.ndarray) -> np.ndarray:
+    """The rows' sizes as int64, or as Python ints when their sum reaches 2^63
+    (tensors near 2^64 bytes): sums of them must stay exact."""
+    sizes = plan.sizes[rows]
+    if len(sizes) and int(sizes.max()) * len(sizes) >= 2**63:
+        return sizes.astype(object)
+    return sizes.astype(np.int64)
+
+
 def _births(plan) -> np.ndarray:
     """Births, counting an in-place result from the step after it takes its victim's
-    bytes: at that step the victim already holds them (no double count)."""
+    bytes: at that step the victim already holds them (no double count). A result
+    that dies at that same step is never counted apart from its victim (its birth
+    passes its death), so no step counts more than the plan's lower bound."""
     births = plan.births.astype(np.int64)
     inplace = np.asarray(plan._core.inplace_of) >= 0
-    return np.where(inplace, np.minimum(births + 1, plan.deaths.astype(np.int64)), births)
+    return np.where(inplace, births + 1, births)
 
 
 def _rows(plan, arena: str | None) -> np.ndarray:
@@ -193,7 +205,7 @@ def peak(plan, arena: str | None = None, top: int = 10) -> PeakReport:
     rows = _rows(plan, arena)
     births, deaths = _births(plan)[rows], plan.deaths[rows]
     live = rows[(births <= step) & (deaths >= step)]
-    sizes = plan.sizes[live].astype(np.int64)
+    sizes = _sizes(plan, live)
     total = int(sizes.sum())
 
     entries = {t["id"]: t for t in graph.tensors}

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _core
 from .errors import PlanError, U64_MAX, is_int
-from .graph import _int_list_array
+from .graph import _int_list_array, check_input_file
 from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy
 
 
@@ -97,6 +97,7 @@ def read_buffers_csv(path: str | os.PathLike):
 
 def _read_buffers_csv(path):
     ids, cols = [], ([], [], [])
+    check_input_file(path)
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, None)

@@ -6,8 +6,9 @@ peak: a memory-aware list scheduler (Kahn's algorithm, preferring the ready
 node that frees the most bytes), then a local search that moves one node at a
 time to either end of its topological window. Every order is scored by
 :class:`LiveBytes`, a vectorised evaluator of the liveness rules of
-docs/algorithm.md §2 that gives exactly the core's ``peak_live_bytes`` per arena
-(tests/test_reorder.py checks it on every shared graph and mode).
+docs/algorithm.md §2 and of its in-place pairs (§4), that gives the core's
+``lower_bound`` per arena (tests/test_reorder.py checks it on every shared
+graph and mode, and on random graphs).
 
 Valid means: every node after the producers of what it reads (and of the
 bases of the views it reads or makes), forward nodes before backward nodes,
@@ -104,7 +105,8 @@ class LiveBytes:
                 arena_names.append(name)
             arena_of.append(name)
         self.arenas = sorted(arena_names)
-        self.size = np.array(size, dtype=np.int64)
+        # Python ints past int64 (tensors near 2^64 bytes): sums stay exact.
+        self.size = np.array(size, dtype=np.int64 if max(size, default=0) < 2**63 else object)
         self.arena = np.array([self.arenas.index(a) for a in arena_of], dtype=np.int64)
 
         # Which storage each node touches (each once), and who produces it.
@@ -147,13 +149,94 @@ class LiveBytes:
             if len(t_root) else np.zeros(0, dtype=np.int64)
         self._touched_roots = self._t_root[self._starts] if len(t_root) else self._starts
         self.work_per_eval = n + len(t_root) + 2 * len(storage) + 1
-        self._exact = int(self.size.sum()) < 2**53  # bincount weights are doubles
+        self._exact = sum(size) < 2**53  # bincount weights are doubles
+        self._inplace_pairs(outputs)
+
+    def _inplace_pairs(self, outputs: set) -> None:
+        """The (node, taker, victim) rows that may form an in-place pair
+        (docs/algorithm.md §4 step 2), every condition checked but the one an
+        order decides: the victim dies at the taker's node. In node order,
+        then the sweep's order of the node's takers (size descending, id),
+        then the victim preferred (largest, id)."""
+        g, index, root, slot = self.graph, self.tensor_index, self.root, self.storage_slot
+        tensors = g.tensors
+        rank = {tid: k for k, tid in enumerate(sorted(index))}  # id order (UTF-8 byte order)
+        saved = set()   # roots of saved tensors (forward and backward modes)
+        output = set()  # roots of outputs
+        for i, t in enumerate(tensors):
+            if self.mode != "inference" and t.get("saved_for_backward"):
+                saved.add(root[i])
+            if t["role"] == "output" or t["id"] in outputs:
+                output.add(root[i])
+        partners: dict[int, set] = {}
+        for i, t in enumerate(tensors):
+            for other in t.get("must_not_alias") or ():
+                a, b = root[i], root[index[other]]
+                partners.setdefault(a, set()).add(b)
+                partners.setdefault(b, set()).add(a)
+        size, arena, producer = self.size, self.arena, self.producer
+        # The persistent arena (by default only "parameters") reuses nothing.
+        persistent_arena = self.arenas.index("parameters") if "parameters" in self.arenas else -1
+        rows = []
+        for k, node in enumerate(g.nodes):
+            views_here = {root[index[x]] for x in node["inputs"] + node["outputs"]
+                          if root[index[x]] != index[x]}
+            takers = [index[x] for x in dict.fromkeys(node["outputs"])
+                      if root[index[x]] == index[x] and tensors[index[x]].get("can_inplace")
+                      and tensors[index[x]]["role"] not in _PERSISTENT_ROLES
+                      and arena[slot[index[x]]] != persistent_arena]
+            takers.sort(key=lambda t: (-int(size[slot[t]]), rank[tensors[t]["id"]]))
+            for t in takers:
+                victims = [i for i in dict.fromkeys(index[x] for x in node["inputs"])
+                           if i != t and root[i] == i and arena[slot[i]] == arena[slot[t]]
+                           and tensors[i]["role"] not in ("input", "output", *_PERSISTENT_ROLES)
+                           and i not in output and i not in saved and i not in views_here
+                           and size[slot[i]] >= size[slot[t]] and i not in partners.get(t, ())]
+                victims.sort(key=lambda i: (-int(size[slot[i]]), rank[tensors[i]["id"]]))
+                for i in victims:
+                    # Born at the same step (step 0, no producer), the victim
+                    # must come first in the sweep to be taken.
+                    after = (producer[slot[i]] < 0 and size[slot[i]] == size[slot[t]]
+                             and rank[tensors[i]["id"]] > rank[tensors[t]["id"]])
+                    rows.append((k, slot[t], slot[i], after))
+        cols = list(zip(*rows)) or [(), (), (), ()]
+        self._pair_node, self._pair_taker, self._pair_victim = (
+            np.array(c, dtype=np.int64) for c in cols[:3])
+        self._pair_after = np.array(cols[3], dtype=bool)
+        # must_not_alias partners, by storage row: a taker joins no buffer
+        # (its chain of in-place takers) that holds one of its partners.
+        self._partners = {slot[a]: {slot[b] for b in bs} for a, bs in partners.items()}
+
+    def shared(self, pos: np.ndarray, death: np.ndarray) -> list[tuple[int, int, int]]:
+        """(arena, step, bytes) of each in-place pair that forms in order
+        ``pos``: the taker's bytes are its victim's at the taker's step."""
+        if not len(self._pair_node):
+            return []
+        step = pos[self._pair_node]
+        ok = np.flatnonzero((death[self._pair_victim] == step) & ~(self._pair_after & (step == 0)))
+        ok = ok[np.argsort(step[ok], kind="stable")]  # chains form in step order
+        taken, takers, chain = set(), set(), {}
+        out = []
+        for p in ok.tolist():
+            t, v = int(self._pair_taker[p]), int(self._pair_victim[p])
+            if t in takers or v in taken:
+                continue
+            members = chain.get(v, (v,))
+            if self._partners and self._partners.get(t, set()).intersection(members):
+                continue
+            takers.add(t)
+            taken.add(v)
+            chain[t] = members + (t,)
+            out.append((int(self.arena[t]), int(step[p]), int(self.size[t])))
+        return out
 
     def lifetimes(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(birth, death) per storage tensor for node positions ``pos``."""
         last = max(self.n - 1, 0)
         produced = self.producer >= 0
-        birth = np.where(produced, pos[np.maximum(self.producer, 0)], 0)
+        # (a graph of no nodes has no positions: everything is born at step 0)
+        birth = (np.where(produced, pos[np.maximum(self.producer, 0)], 0) if self.n
+                 else np.zeros(len(self.producer), dtype=np.int64))
         birth[self.persistent] = 0
         death = birth.copy()
         if len(self._t_root):
@@ -166,7 +249,7 @@ class LiveBytes:
     def live(self, pos: np.ndarray) -> np.ndarray:
         """Live bytes per arena (rows: ``self.arenas``) per step (columns)."""
         birth, death = self.lifetimes(pos)
-        width = self.n + 1
+        width = max(self.n, 1) + 1  # steps and one past the last (no nodes: one step)
         n_arenas = len(self.arenas)
         if self._exact:
             diff = np.bincount(self.arena * width + birth, weights=self.size,
@@ -174,11 +257,13 @@ class LiveBytes:
             diff -= np.bincount(self.arena * width + death + 1, weights=self.size,
                                 minlength=n_arenas * width)
             live = np.rint(np.cumsum(diff.reshape(n_arenas, width), axis=1)).astype(np.int64)
-        else:  # pragma: no cover - only for arenas beyond 2^53 bytes
+        else:  # arenas beyond 2^53 bytes
             diff = np.zeros(n_arenas * width, dtype=object)
             np.add.at(diff, self.arena * width + birth, self.size.astype(object))
             np.subtract.at(diff, self.arena * width + death + 1, self.size.astype(object))
             live = np.cumsum(diff.reshape(n_arenas, width), axis=1)
+        for a, step, nbytes in self.shared(pos, death):
+            live[a, step] -= nbytes  # an in-place pair's bytes, counted once
         return live[:, :max(self.n, 1)]
 
     def peaks(self, pos: np.ndarray) -> tuple[np.ndarray, int]:
@@ -207,8 +292,9 @@ def _default_arena(role: str) -> str:
 def live_bytes_bound(graph: Any, mode: str = "inference", order: list[str] | None = None, *,
                      role_arenas: Mapping[str, str] | None = None) -> dict[str, int]:
     """Per-arena peak of live bytes of ``graph`` run in ``order`` (default: its
-    own): the ``peak_live_bytes`` that ``plan()`` reports, without planning
-    (``lower_bound`` can be lower: it counts an in-place pair's shared bytes once)."""
+    own), an in-place pair's shared bytes counted once: the ``lower_bound``
+    that ``plan()`` reports, without planning (``peak_live_bytes`` counts both
+    tensors of a pair, so it can be higher)."""
     return LiveBytes(graph, mode, role_arenas).bounds(order)
 
 

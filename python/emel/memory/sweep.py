@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Iterable, Sequence
 
+from .cli import (add_input_shape_option, add_layout_option, check_output_path, layout_of,
+                  load_model_or_graph, parse_input_shapes, write_output)
 from .errors import PlanError
 from .planning import MODES, STRATEGIES, plan
 
@@ -40,7 +42,6 @@ def graph_files(directory: str) -> list[str]:
 @functools.lru_cache(maxsize=8)
 def _load(path: str, input_shapes: tuple = ()):
     """``input_shapes``: (name, dims) pairs for ONNX models (hashable, for the cache)."""
-    from .cli import load_model_or_graph
     shapes = {name: list(dims) for name, dims in input_shapes}
     if shapes and not path.lower().endswith(".onnx"):
         shapes = {}   # --input-shape is for the directory's ONNX models only
@@ -206,7 +207,6 @@ def _split(value: str, allowed: Sequence[str], what: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import add_input_shape_option, add_layout_option
     p = argparse.ArgumentParser(prog="emel-sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("directory", help="a directory of emel.graph/1 .json and .onnx files")
     p.add_argument("--strategies", default="all",
@@ -229,11 +229,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import layout_of, parse_input_shapes
     p = _parser()
     args = p.parse_args(argv)
     try:
         shapes = parse_input_shapes(args.input_shape)
+        check_output_path(args.output, "-o", dash_is_stdout=False)
     except ValueError as e:
         p.error(str(e))
     if not os.path.isdir(args.directory):
@@ -274,9 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"format": SWEEP_FORMAT, "directory": os.path.abspath(args.directory),
                "modes": args.modes, "strategies": args.strategies,
                "time_budget_ms": args.time_budget_ms, "jobs": args.jobs, "rows": rows}
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
+        if not write_output(args.output, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                            "emel-sweep"):
+            return 1
         print(f"results written to {args.output}")
     return 1 if any("error" in r for r in rows) else 0
 

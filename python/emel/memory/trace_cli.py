@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 
 from . import cbor
-from .cli import (add_determinism_options, add_layout_option, determinism_kwargs, layout_of,
-                  load_model_or_graph)
+from .cli import (add_determinism_options, add_layout_option, check_output_path, determinism_kwargs,
+                  layout_of, load_model_or_graph)
 from .errors import PlanError
+from .graph import read_input_file
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
 
@@ -93,7 +94,7 @@ def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit=
 
 
 def verify(args) -> int:
-    recorded = parse(Path(args.trace).read_bytes())
+    recorded = parse(read_input_file(args.trace))
     if not recorded or recorded[0].get("record") != "allocation_header":
         print(f"emel-trace: {args.trace}: the first record is not an allocation_header", file=sys.stderr)
         return 2
@@ -115,7 +116,12 @@ def verify(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        check_output_path(getattr(args, "output", None), "-o")
+    except ValueError as e:
+        p.error(str(e))
     try:
         return record(args) if args.command == "record" else verify(args)
     except (PlanError, OSError, ValueError, KeyError, TypeError, cbor.CBORError) as e:

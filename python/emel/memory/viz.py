@@ -88,14 +88,10 @@ def _storage_rows(plan, arena: str) -> np.ndarray:
 
 
 def live_bytes(plan, arena: str) -> np.ndarray:
-    """Bytes of the arena's storage tensors live at each step (its maximum is the lower bound)."""
-    rows = _storage_rows(plan, arena)
-    steps = max(int(plan.steps), 1)
-    delta = np.zeros(steps + 1, dtype=np.int64)
-    sizes = plan.sizes[rows].astype(np.int64)
-    np.add.at(delta, plan.births[rows].astype(np.int64), sizes)
-    np.add.at(delta, plan.deaths[rows].astype(np.int64) + 1, -sizes)
-    return np.cumsum(delta[:-1])
+    """Bytes of the arena's storage tensors live at each step, an in-place pair
+    counted once (its maximum is the lower bound)."""
+    _arena_index(plan, arena)  # a clear KeyError for an unknown name
+    return live_curve(plan, arena)
 
 
 def high_water(plan, arena: str) -> np.ndarray:

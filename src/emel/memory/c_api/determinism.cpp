@@ -30,7 +30,7 @@ extern "C" {
 
 namespace {
 
-const Digest& hash_of(const emel_plan& c, emel_hash_kind kind, const char* fn) {
+const Digest& hash_of(const emel_plan& c, int kind, const char* fn) {
     const PlanHashes& h = c.plan.hashes;
     switch (kind) {
         case EMEL_HASH_IR: return h.ir;
@@ -40,7 +40,7 @@ const Digest& hash_of(const emel_plan& c, emel_hash_kind kind, const char* fn) {
         case EMEL_HASH_PLAN: return h.plan;
         default: break;
     }
-    bad_arg(fn, "unknown hash kind " + std::to_string(static_cast<int>(kind)));
+    bad_arg(fn, "unknown hash kind " + std::to_string(kind));
 }
 
 void write_hex(const Digest& d, char* buf, size_t size, const char* fn) {
@@ -65,13 +65,13 @@ void write_raw(const Digest& d, uint8_t* out, const char* fn) {
 
 EMEL_API emel_status emel_plan_hash(const emel_plan* plan, emel_hash_kind kind, uint8_t* out) {
     static const char* fn = "emel_plan_hash";
-    return guarded([&] { write_raw(hash_of(check_plan(plan, fn), kind, fn), out, fn); });
+    return guarded([&] { write_raw(hash_of(check_plan(plan, fn), enum_arg(kind), fn), out, fn); });
 }
 
 EMEL_API emel_status emel_plan_hash_hex(const emel_plan* plan, emel_hash_kind kind, char* buf,
                                         size_t size) {
     static const char* fn = "emel_plan_hash_hex";
-    return guarded([&] { write_hex(hash_of(check_plan(plan, fn), kind, fn), buf, size, fn); });
+    return guarded([&] { write_hex(hash_of(check_plan(plan, fn), enum_arg(kind), fn), buf, size, fn); });
 }
 
 EMEL_API emel_status emel_plan_replay_token(const emel_plan* plan, uint8_t* out) {

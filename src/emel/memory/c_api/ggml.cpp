@@ -164,7 +164,7 @@ EMEL_API emel_status emel_ggml_graph_add_tensor(emel_ggml_graph* graph, const ch
         emel_ggml_graph& g = ggml_graph(graph, fn);
         const size_t index = g.graph.tensors.size();
         if (index >= static_cast<size_t>(INT32_MAX)) bad_arg(fn, "too many tensors");
-        const int o = static_cast<int>(op);
+        const int o = enum_arg(op);
         if (o < EMEL_GGML_OP_NONE || o > EMEL_GGML_OP_INPLACE)
             bad_arg(fn, "unknown op " + std::to_string(o));
         if (flags & ~uint32_t{EMEL_GGML_FLAG_INPUT | EMEL_GGML_FLAG_OUTPUT | EMEL_GGML_FLAG_HAS_DATA})

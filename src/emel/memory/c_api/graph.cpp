@@ -78,13 +78,12 @@ namespace {
 // Both add_tensor entry points: `shape` / `dtype` as the document states them.
 void add_graph_tensor(emel_graph* graph, const char* fn, const char* id, const char* dtype,
                 const uint64_t* shape, size_t ndim, bool has_nbytes, uint64_t nbytes,
-                emel_role role, uint64_t alignment, int can_inplace, const char* view_base_id,
+                int r, uint64_t alignment, int can_inplace, const char* view_base_id,
                 uint64_t view_offset) {
     check_graph(graph, fn);
     need(id, fn, "id");
     need(dtype, fn, "dtype");
     if (ndim > 0) need(shape, fn, "shape");
-    const int r = static_cast<int>(role);
     if (r < EMEL_ROLE_INPUT || r > EMEL_ROLE_OUTPUT)
         bad_arg(fn, "tensor " + q(id) + ": unknown role " + std::to_string(r), id);
     if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");
@@ -120,8 +119,8 @@ EMEL_API emel_status emel_graph_add_tensor(emel_graph* graph, const char* id, ui
                                            const char* view_base_id, uint64_t view_offset) {
     return guarded([&] {
         // Sizes come as nbytes with no shape (dtype "bytes"), as in from_arrays.
-        add_graph_tensor(graph, "emel_graph_add_tensor", id, "bytes", nullptr, 0, true, nbytes, role,
-                   alignment, can_inplace, view_base_id, view_offset);
+        add_graph_tensor(graph, "emel_graph_add_tensor", id, "bytes", nullptr, 0, true, nbytes,
+                         enum_arg(role), alignment, can_inplace, view_base_id, view_offset);
     });
 }
 
@@ -133,7 +132,7 @@ EMEL_API emel_status emel_graph_add_tensor_shaped(emel_graph* graph, const char*
                                                   uint64_t view_offset) {
     return guarded([&] {
         add_graph_tensor(graph, "emel_graph_add_tensor_shaped", id, dtype, shape, ndim, has_nbytes != 0,
-                   nbytes, role, alignment, can_inplace, view_base_id, view_offset);
+                         nbytes, enum_arg(role), alignment, can_inplace, view_base_id, view_offset);
     });
 }
 
@@ -217,7 +216,7 @@ EMEL_API emel_status emel_graph_set_node_phase(emel_graph* graph, const char* no
     return guarded([&] {
         check_graph(graph, fn);
         need(node_id, fn, "node_id");
-        const int ph = static_cast<int>(phase);
+        const int ph = enum_arg(phase);
         if (ph < EMEL_PHASE_UNSPECIFIED || ph > EMEL_PHASE_BACKWARD)
             bad_arg(fn, "unknown phase " + std::to_string(ph), {}, node_id);
         if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");

@@ -28,15 +28,17 @@ extern "C" {
 
 // ------------------------------------------------------------- placement
 
-EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
-                                   const uint64_t* size, size_t n, emel_strategy strategy,
-                                   emel_fit fit, uint64_t alignment, uint64_t time_budget_ms,
-                                   uint64_t capacity, uint64_t* offsets_out,
-                                   uint64_t* arena_size_out) {
+namespace {
+
+// Both entry points, with the enum arguments already read as ints (passing
+// an out-of-range enum on by value would load it as the enum type).
+emel_status place_ex(const uint64_t* lower, const uint64_t* upper, const uint64_t* size, size_t n,
+                     int strategy, int fit, uint64_t alignment, uint64_t time_budget_ms,
+                     uint64_t capacity, uint64_t* offsets_out, uint64_t* arena_size_out) {
     static const char* fn = "emel_place";
     return guarded([&] {
         // The argument checks of emel.memory.place(), then the core's place_rows().
-        check_strategy_fit(static_cast<int>(strategy), static_cast<int>(fit), fn);
+        check_strategy_fit(strategy, fit, fn);
         if (n > 0) {
             need(lower, fn, "lower");
             need(upper, fn, "upper");
@@ -58,12 +60,23 @@ EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
     });
 }
 
+}  // namespace
+
+EMEL_API emel_status emel_place_ex(const uint64_t* lower, const uint64_t* upper,
+                                   const uint64_t* size, size_t n, emel_strategy strategy,
+                                   emel_fit fit, uint64_t alignment, uint64_t time_budget_ms,
+                                   uint64_t capacity, uint64_t* offsets_out,
+                                   uint64_t* arena_size_out) {
+    return place_ex(lower, upper, size, n, enum_arg(strategy), enum_arg(fit), alignment,
+                    time_budget_ms, capacity, offsets_out, arena_size_out);
+}
+
 EMEL_API emel_status emel_place(const uint64_t* lower, const uint64_t* upper,
                                 const uint64_t* size, size_t n, emel_strategy strategy,
                                 uint64_t alignment, uint64_t time_budget_ms,
                                 uint64_t* offsets_out, uint64_t* arena_size_out) {
-    return emel_place_ex(lower, upper, size, n, strategy, EMEL_FIT_BEST, alignment,
-                         time_budget_ms, 0, offsets_out, arena_size_out);
+    return place_ex(lower, upper, size, n, enum_arg(strategy), EMEL_FIT_BEST, alignment,
+                    time_budget_ms, 0, offsets_out, arena_size_out);
 }
 
 }  // extern "C"

@@ -131,10 +131,11 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         // The order of emel.memory.plan(): mode, strategy / fit, default
         // alignment, arena names, arena configs, role arenas, the determinism
         // inputs, then the graph.
-        const int mode = static_cast<int>(o.mode);
+        const int mode = enum_arg(o.mode);
+        const int strategy = enum_arg(o.strategy), fit = enum_arg(o.fit);
         if (mode < EMEL_MODE_INFERENCE || mode > EMEL_MODE_BACKWARD)
             bad_arg(fn, "unknown mode " + std::to_string(mode));
-        check_strategy_fit(static_cast<int>(o.strategy), static_cast<int>(o.fit), fn);
+        check_strategy_fit(strategy, fit, fn);
         if (o.num_arenas > 0) need(o.arenas, fn, "options->arenas");
         for (size_t k = 0; k < o.num_arenas; ++k) {
             if (o.arenas[k].name == nullptr)
@@ -150,8 +151,8 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
                                 std::to_string(o.default_alignment));
         PlanOptions opt;
         opt.mode = static_cast<Mode>(mode);
-        opt.strategy = static_cast<Strategy>(o.strategy);
-        opt.fit = o.fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        opt.strategy = static_cast<Strategy>(strategy);
+        opt.fit = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
         opt.work_budget = budget_units(o.time_budget_ms);
         opt.default_alignment = o.default_alignment;
         for (size_t k = 0; k < o.num_arenas; ++k) {

@@ -42,7 +42,7 @@ thread_local LastError t_last;
 
 namespace emel::memory::c_api {
 
-const char* status_name(emel_status s) noexcept {
+const char* status_name(int s) noexcept {
     switch (s) {
         case EMEL_OK: return "OK";
         case EMEL_INVALID_IR_SHAPES: return "INVALID_IR_SHAPES";
@@ -162,7 +162,7 @@ extern "C" {
 
 // ---------------------------------------------------------------- errors
 
-EMEL_API const char* emel_status_name(emel_status status) { return status_name(status); }
+EMEL_API const char* emel_status_name(emel_status status) { return status_name(enum_arg(status)); }
 
 EMEL_API emel_status emel_last_error_status(void) { return t_last.status; }
 

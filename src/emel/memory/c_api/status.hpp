@@ -10,11 +10,13 @@
 #include "emel/memory.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -51,7 +53,7 @@ struct ApiError {
 };
 
 // status.cpp
-const char* status_name(emel_status s) noexcept;
+const char* status_name(int s) noexcept;
 emel_status to_status(ErrorCode c) noexcept;
 // Records the thread's last error (emel_last_error_*) and returns `status`.
 emel_status record(emel_status status, const std::string& text, const std::string& tensor,
@@ -88,6 +90,18 @@ void need(const T* p, const char* fn, const char* name) {
 }
 
 std::string q(const std::string& s);
+
+// The integer a caller passed for a C enum argument or field, read as bytes:
+// loading a value outside the enum's range as the enum type is undefined
+// behaviour (UBSan's -fsanitize=enum), so every check runs on this integer and
+// only a checked value is converted.
+template <typename E>
+int enum_arg(const E& e) {
+    static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int), "a C enum is an int");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
 
 // Handle checks and conversions used by more than one area (status.cpp).
 void check_graph(const emel_graph* g, const char* fn);

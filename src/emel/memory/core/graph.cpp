@@ -73,7 +73,9 @@ std::string padded(char prefix, size_t i, size_t width) {
 
 GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     const size_t T = a.num_tensors, N = a.num_nodes;
-    auto bad = [](const std::string& msg) { throw PlanError(ErrorCode::InvalidIrShapes, msg); };
+    auto bad = [](const std::string& msg, const std::string& tensor = {}) {
+        throw PlanError(ErrorCode::InvalidIrShapes, msg, tensor);
+    };
     const size_t tw = std::to_string(T ? T - 1 : 0).size(), nw = std::to_string(N ? N - 1 : 0).size();
     std::vector<std::string> ids(T);
     for (size_t t = 0; t < T; ++t) ids[t] = padded('t', t, tw);
@@ -91,7 +93,7 @@ GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     in.role.resize(T);
     for (size_t t = 0; t < T; ++t) {
         const uint8_t r = a.role ? a.role[t] : static_cast<uint8_t>(Role::Activation);
-        if (r > static_cast<uint8_t>(Role::Output)) bad("tensor " + ids[t] + ": unknown role code " + std::to_string(r));
+        if (r > static_cast<uint8_t>(Role::Output)) bad("tensor " + ids[t] + ": unknown role code " + std::to_string(r), ids[t]);
         in.role[t] = static_cast<Role>(r);
     }
     in.arena.assign(T, std::string());
@@ -106,9 +108,11 @@ GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     in.view_byte_offset.assign(T, 0);
     if (a.view_base)
         for (size_t t = 0; t < T; ++t) {
-            if (a.view_base[t] < 0) continue;
-            if (static_cast<uint64_t>(a.view_base[t]) >= T)
-                bad("tensor " + ids[t] + ": view base index " + std::to_string(a.view_base[t]) + " out of range");
+            if (a.view_base[t] == -1) continue;  // a storage tensor; any other negative is an error
+            if (a.view_base[t] < -1 || static_cast<uint64_t>(a.view_base[t]) >= T)
+                bad("tensor " + ids[t] + ": view base index " + std::to_string(a.view_base[t]) +
+                    " out of range (-1 for none, or 0.." + std::to_string(T ? T - 1 : 0) + ")",
+                    ids[t]);
             in.is_view[t] = 1;
             in.view_base[t] = ids[a.view_base[t]];
             in.view_byte_offset[t] = a.view_offset ? a.view_offset[t] : 0;

@@ -41,6 +41,25 @@ std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vec
     return order;
 }
 
+// A pass that passes 2^64-1 loses to every pass that places: tmmu's slots
+// can overflow where offsets fit (issue 31). It comes back abandoned, so auto
+// is refused only when no pass places, naming the buffer of the first pass
+// that overflowed (`overflowed` starts at kNoOverflow).
+constexpr uint32_t kNoOverflow = UINT32_MAX;
+
+template <class Pass>
+Placement unless_overflow(Pass&& pass, uint32_t& overflowed) {
+    try {
+        return pass();
+    } catch (const PlacementOverflow& e) {
+        if (overflowed == kNoOverflow) overflowed = e.buffer;
+        Placement p;
+        p.end = UINT64_MAX;
+        p.abandoned = true;
+        return p;
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -50,7 +69,8 @@ namespace {
 Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     const uint64_t bound = buffers_lower_bound(b);
     // The portfolio, in tie-break order.
-    Placement best = place_slots(b);
+    uint32_t overflowed = kNoOverflow;
+    Placement best = unless_overflow([&] { return place_slots(b); }, overflowed);
     uint64_t work = best.work;
     // The order that produced `best`; empty for the answers that came from no
     // order (slots, best_fit, the exact search), which stand for their
@@ -58,20 +78,26 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::vector<uint32_t> best_order;
     auto consider = [&](Placement&& p, const std::vector<uint32_t>* order) {
         work += p.work;
-        if (!p.abandoned && p.end < best.end) {
+        if (!p.abandoned && (p.end < best.end || best.abandoned)) {
             best = std::move(p);
             if (order) best_order = *order;
             else best_order.clear();
         }
     };
     const auto by_size = order_by_size(b);
-    consider(place_best_fit(b), nullptr);
+    consider(unless_overflow([&] { return place_best_fit(b); }, overflowed), nullptr);
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
     // ones and clearly better on random lifetimes (uniform 10^6: 1.0224 of
     // the bound against 1.0353; Y_1: 1.0036 against 1.0042).
-    Placement first_pass = place_greedy(b, by_size, Fit::First);
+    auto greedy = [&](const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
+        return unless_overflow([&] { return place_greedy(b, order, fit, give_up_above); },
+                               overflowed);
+    };
+    Placement first_pass = greedy(by_size, Fit::First, UINT64_MAX);
+    // Every later step starts from a placed answer.
+    if (best.abandoned && first_pass.abandoned) throw PlacementOverflow(overflowed);
     // Every later greedy pass costs about what this one did: one is started
     // only when it still fits in the budget, so the wall time stays within the
     // budget plus this first pass, whatever the instance's size.
@@ -94,7 +120,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::vector<uint32_t> by_live_peak;
     if (worth_a_pass()) {
         by_live_peak = order_by_live_peak(b);
-        Placement p = place_greedy(b, by_live_peak, Fit::Best, to_win());
+        Placement p = greedy(by_live_peak, Fit::Best, to_win());
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order: a sweep and a range maximum per buffer
         p.method = "greedy_by_live_peak";
         consider(std::move(p), &by_live_peak);
@@ -121,9 +147,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         const uint64_t share = std::min((work_budget - work - pass) / 3, kWindowSearchPasses * pass);
         // The bound first: the window holds the peak instant, so its own
         // bound is the instance's.
-        const Placement inside = place_optimal(w.instance, share, bound);
+        const Placement inside =
+            unless_overflow([&] { return place_optimal(w.instance, share, bound); }, overflowed);
         work += inside.work;
-        consider(place_around_window(b, w, inside, by_size, to_win()), nullptr);
+        if (inside.abandoned) return;
+        consider(unless_overflow([&] { return place_around_window(b, w, inside, by_size, to_win()); },
+                                 overflowed),
+                 nullptr);
     };
     try_peak_window(1024);
     // Window neighbourhoods (docs/strategies.md §5) with half of what is
@@ -144,7 +174,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     std::vector<uint32_t> by_conflict;
     if (worth_a_pass()) {
         by_conflict = order_by_conflict_size(b);
-        Placement p = place_greedy(b, by_conflict, Fit::Best, to_win());
+        Placement p = greedy(by_conflict, Fit::Best, to_win());
         p.method = "greedy_by_conflict_size";
         consider(std::move(p), &by_conflict);
     }
@@ -154,25 +184,25 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // large traces the budget holds only a few passes.
     if (worth_a_pass()) {
         auto by_offset = order_by_offset(b, best);
-        Placement p = place_greedy(b, by_offset, Fit::Best, to_win());
+        Placement p = greedy(by_offset, Fit::Best, to_win());
         p.method = "auto_search";
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
         consider(std::move(p), &by_offset);
     }
-    if (worth_a_pass()) consider(place_greedy(b, by_size, Fit::Best, to_win()), &by_size);
+    if (worth_a_pass()) consider(greedy(by_size, Fit::Best, to_win()), &by_size);
     if (worth_a_pass()) {
-        Placement p = place_greedy(b, by_conflict, Fit::First, to_win());
+        Placement p = greedy(by_conflict, Fit::First, to_win());
         p.method = "greedy_by_conflict_size_first_fit";
         consider(std::move(p), &by_conflict);
     }
     if (worth_a_pass() && !by_live_peak.empty()) {
-        Placement p = place_greedy(b, by_live_peak, Fit::First, to_win());
+        Placement p = greedy(by_live_peak, Fit::First, to_win());
         p.method = "greedy_by_live_peak_first_fit";
         consider(std::move(p), &by_live_peak);
     }
     if (worth_a_pass()) {
         const auto by_life = order_by_lifetime(b);
-        Placement p = place_greedy(b, by_life, Fit::Best, to_win());
+        Placement p = greedy(by_life, Fit::Best, to_win());
         p.method = "greedy_by_lifetime";
         consider(std::move(p), &by_life);
     }
@@ -196,12 +226,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     bool search_ran = false;
     if (best.end > bound && search_fits && search_budget > 0) {
         search_ran = true;
-        Placement p = place_optimal(b, search_budget, 0, &best, search_budget / 4);
+        Placement p = unless_overflow(
+            [&] { return place_optimal(b, search_budget, 0, &best, search_budget / 4); }, overflowed);
         work += p.work;
         // Its proof holds whichever answer is kept: a best answer it proves
         // optimal is not searched further.
         proven = std::max(proven, p.lower_bound);
-        if (p.end < best.end) {
+        if (!p.abandoned && p.end < best.end) {
             best = std::move(p);
             best_order.clear();
         }
@@ -233,7 +264,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         }
         // Equal answers are kept (the walk goes on along the plateau): given
         // up only above the best.
-        Placement p = place_greedy(b, order, Fit::Best, best.end);
+        Placement p = greedy(order, Fit::Best, best.end);
         // Each round also builds an index and an order over every buffer.
         work += p.work + kGreedyUnitsPerStep * 2 * b.count();
         if (!p.abandoned && p.end <= best.end) {
@@ -260,10 +291,12 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     best.lower_bound = std::max(best.lower_bound, bound);
     best.optimal = best.optimal || best.end <= best.lower_bound;
     if (target == 0 || best.end <= target || best.optimal) return best;
-    Placement aimed = place_optimal(b, work_budget, target);
+    uint32_t overflowed = kNoOverflow;
+    Placement aimed =
+        unless_overflow([&] { return place_optimal(b, work_budget, target); }, overflowed);
     const uint64_t work = best.work + aimed.work;
     const uint64_t proven = std::max(best.lower_bound, aimed.lower_bound);
-    if (aimed.end < best.end) best = std::move(aimed);
+    if (!aimed.abandoned && aimed.end < best.end) best = std::move(aimed);
     best.lower_bound = proven;
     best.optimal = best.end <= proven;
     best.work = work;

@@ -37,12 +37,12 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
                             "row " + std::to_string(x) + ": lower " + std::to_string(lower[x]) +
                                 " > upper " + std::to_string(upper[x]),
                             std::to_string(x));
-        auto rounded = checked_align_up(size[x], alignment);
-        if (!rounded)
+        if (lower[x] == upper[x]) continue;  // never live: its size is never rounded up
+        if (!checked_align_up(size[x], alignment))
             throw PlanError(ErrorCode::AllocationOverflow,
                             "row " + std::to_string(x) + ": size overflows when aligned",
                             std::to_string(x));
-        if (lower[x] < upper[x]) live_rows.push_back(static_cast<uint32_t>(x));
+        live_rows.push_back(static_cast<uint32_t>(x));
     }
     Buffers b;
     const size_t m = live_rows.size();
