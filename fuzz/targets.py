@@ -501,7 +501,7 @@ def run_peak(case):
         raise Wrong(f"peak() = {plan.peak().live_bytes} above total_bytes {plan.total_bytes}")
     # tmmu may form fewer in-place pairs (a must_not_alias partner among the
     # victim slot's earlier holders): its bound may be higher, never lower.
-    got = LiveBytes(graph, mode).bounds()
+    got = LiveBytes(graph, mode, plan.options["role_arenas"]).bounds()   # the arenas as planned
     if got != bounds and (case["strategy"] != "tmmu" or any(got[a] > bounds[a] for a in got)):
         raise Wrong(f"live_bytes_bound {got} is not the plan's lower bound {bounds}")
     return "accepted"

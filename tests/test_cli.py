@@ -167,6 +167,8 @@ def test_training_totals_pool_by_default_and_separate_arenas_is_explained(capsys
     assert "gradients" not in pooled.arenas and pooled.total_bytes <= 1.01 * live
     separate = mm.plan(examples.load("llama-tiny-training"), mode="backward", arena_layout="separate")
     assert separate.arenas["gradients"].size > 0 and separate.total_bytes > 1.3 * live
+    assert pooled.options["role_arenas"] == {"gradient": "activations"}
+    assert separate.options["role_arenas"] == {} and separate.options["strategy"] == "auto"
     assert cli.main(["--example", "llama-tiny-training", "--mode", "backward", "--separate-arenas"]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
     assert notes == [f"note: total {format_bytes(separate.total_bytes)} is "

@@ -162,6 +162,13 @@ class Plan:
         return m
 
     @property
+    def options(self) -> dict:
+        """How the plan was made: mode, strategy, fit, time_budget_ms, alignment,
+        arenas, shard_spec and role_arenas as applied (the arena layout
+        included: pooled plans map gradients to activations). A copy."""
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self._options.items()}
+
+    @property
     def total_bytes(self) -> int:
         return sum(self._arena_sizes)
 
