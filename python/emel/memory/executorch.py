@@ -1,0 +1,386 @@
+"""emel as ExecuTorch's memory planner (docs/executorch.md; needs ``emel[executorch]``).
+
+ExecuTorch plans each program's activations with a greedy algorithm and lets
+the export script pass its own::
+
+    from emel.memory.executorch import memory_planning_pass
+    config = ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass())
+    program = edge.to_executorch(config)
+
+:class:`EmelAlgorithm` is the algorithm under that pass, a member for a
+user's own ``MemoryPlanningAlgorithmSuite``. It reads what ExecuTorch's
+``greedy`` reads and writes what it writes (a ``MemoryAlgoResult``): every
+``mem_id`` is its own arena placed by :func:`emel.memory.place`, lifetimes are
+ExecuTorch's inclusive ``[first, last]`` node indices, specs that live inside
+another spec's storage (``storage_base`` chains) follow their root, the space
+reserved for control-flow submodules (``input_mem_buffer_sizes``) stays at
+the bottom of each arena and ``extra_padding`` on top.
+
+ExecuTorch is imported only when something here is called: ``import
+emel.memory`` never needs it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .errors import PlanError
+from .placement import place
+from .planning import DEFAULT_TIME_BUDGET_MS
+
+__all__ = ["EmelAlgorithm", "ArenaStats", "memory_planning_pass", "suite", "verify"]
+
+# ExecuTorch's default TensorSpec.alignment (executorch.exir.tensor.ALIGNMENT).
+# A spec carrying any other alignment larger than the pass's was given it by
+# someone (a backend pass): emel honours it instead of realigning it away.
+_SPEC_DEFAULT_ALIGNMENT = 16
+
+
+def _executorch():
+    """The ExecuTorch modules used here, or an ImportError saying how to get them."""
+    try:
+        from executorch.exir import memory_planning as mp
+        from executorch.exir.passes import memory_planning_pass as mpp
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "emel.memory.executorch needs ExecuTorch: pip install 'emel[executorch]' "
+            f"(or '.[executorch]' from a checkout); importing it failed: {e}") from None
+    return mp, mpp
+
+
+def _align_up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+@dataclass
+class ArenaStats:
+    """What one call planned in one ``mem_id``: bytes and how they were found."""
+    mem_id: int
+    specs: int          # specs placed in the arena, storage-backed ones included
+    buffers: int        # rows given to place(): the chains' roots
+    reserved: int       # input_mem_buffer_sizes[mem_id], kept at the bottom
+    size: int           # the arena's bytes as returned (reserved + placed + padding)
+    placed: int         # bytes of the placement alone
+    lower_bound: int    # peak of live bytes of the rows: no placement is smaller
+    optimal: bool
+    method: str
+    alignment: int      # the alignment the placement used
+
+
+@dataclass
+class CallStats:
+    """One call of :class:`EmelAlgorithm`: its arenas and its wall time."""
+    seconds: float
+    arenas: Dict[int, ArenaStats] = field(default_factory=dict)
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(a.size for a in self.arenas.values())
+
+    @property
+    def lower_bound(self) -> int:
+        return sum(a.reserved + a.lower_bound for a in self.arenas.values())
+
+
+class EmelAlgorithm:
+    """An ExecuTorch memory planning algorithm placing each arena with emel.
+
+    Called as ExecuTorch calls ``greedy``: ``(alignment, specs, graph_module,
+    graph_signature, extra_padding) -> MemoryAlgoResult``. It changes no
+    planning field of a spec (``mem_id``, ``mem_offset``, ``mem_obj_id``: the
+    suite writes the winner's back) and nothing of the graph module; like
+    ``greedy`` it realigns each spec (``spec.realign``) to the alignment it is
+    planned at. ``__name__`` is ``emel_<strategy>``: a suite keys its members by
+    name, so two members need two names (``name=``).
+    After each call ``last`` holds a :class:`CallStats`.
+    """
+
+    def __init__(self, strategy: str = "auto", time_budget_ms: Optional[int] = None, *,
+                 name: Optional[str] = None) -> None:
+        if time_budget_ms is None:
+            time_budget_ms = DEFAULT_TIME_BUDGET_MS
+        # Fail on a wrong strategy or budget now, not inside an export.
+        place([], [], [], strategy=strategy, time_budget_ms=time_budget_ms)
+        self.strategy = strategy
+        self.time_budget_ms = time_budget_ms
+        self.__name__ = name or f"emel_{strategy}"
+        self.last: Optional[CallStats] = None
+
+    def __repr__(self) -> str:
+        return f"EmelAlgorithm(strategy={self.strategy!r}, time_budget_ms={self.time_budget_ms})"
+
+    def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
+                 extra_padding: int = 0):
+        mp, _ = _executorch()
+        started = time.perf_counter()
+        specs = _canonical_order(specs, graph_module)
+        mem_ids = {id(s): (1 if s.mem_id is None else int(s.mem_id)) for s in specs}
+        for s in specs:
+            s.realign(_spec_alignment(s, alignment))
+        roots = {id(s): _root_of(s) for s in specs}
+        in_plan = {id(s) for s in specs}
+        for s in specs:
+            if id(roots[id(s)]) not in in_plan:
+                raise PlanError("INVALID_IR_SHAPES",
+                                f"spec {_describe(s)} lives in the storage of a spec that is not planned "
+                                f"(its storage_base chain ends outside the specs given)")
+        reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
+        by_arena: Dict[int, List[Any]] = {}      # mem_id -> its roots: one row each
+        members: Dict[int, List[Any]] = {}       # mem_id -> every spec living there
+        for s in specs:
+            m = mem_ids[id(roots[id(s)])]
+            members.setdefault(m, []).append(s)
+            if roots[id(s)] is s:
+                by_arena.setdefault(m, []).append(s)
+        result = mp.MemoryAlgoResult({}, [])
+        stats = CallStats(0.0)
+        offsets: Dict[int, int] = {}
+        sizes = [0] * (max(by_arena) + 1 if by_arena else 2)
+        for m in range(len(sizes)):
+            if m < len(reserved) and m > 0:
+                sizes[m] = int(reserved[m])   # kept even for an arena with no spec of its own
+        for m in sorted(by_arena):
+            arena = self._place_arena(m, by_arena[m], members[m], roots, reserved, extra_padding, offsets)
+            sizes[m] = arena.size
+            stats.arenas[m] = arena
+        for s in specs:
+            root = roots[id(s)]
+            s_off = offsets[id(root)] + _offset_in_root(s)
+            result.spec_dict[s] = mp.SpecAllocResult(mem_id=mem_ids[id(root)], mem_obj_id=0, mem_offset=s_off)
+        _assign_mem_obj_ids(specs, result.spec_dict)
+        result.bufsizes = sizes
+        stats.seconds = time.perf_counter() - started
+        self.last = stats
+        return result
+
+    def _place_arena(self, mem_id, rows, members, roots, reserved, extra_padding, offsets) -> ArenaStats:
+        # A root's row covers its whole chain: the union of the lifetimes and the
+        # furthest byte any spec of the chain reaches.
+        lo = {id(r): r.lifetime[0] for r in rows}
+        hi = {id(r): r.lifetime[1] for r in rows}
+        need = {id(r): r.allocated_memory for r in rows}
+        for s in members:
+            r = roots[id(s)]
+            if s.lifetime[0] is None or s.lifetime[1] is None:
+                raise PlanError("INVALID_IR_SHAPES", f"spec {_describe(s)} has no lifetime")
+            lo[id(r)] = min(lo[id(r)], s.lifetime[0])
+            hi[id(r)] = max(hi[id(r)], s.lifetime[1])
+            if s is not r:
+                if s.storage_base_offset < 0:
+                    raise PlanError("INVALID_IR_SHAPES", f"spec {_describe(s)} has a negative storage_base_offset")
+                need[id(r)] = max(need[id(r)], _offset_in_root(s) + s.allocated_memory)
+        aligns = {id(r): int(r.alignment) for r in rows}
+        for s in members:
+            if s is not roots[id(s)]:
+                if _offset_in_root(s) % int(s.alignment):
+                    raise PlanError("ALIGNMENT_VIOLATION",
+                                    f"spec {_describe(s)} sits {_offset_in_root(s)} bytes into its storage "
+                                    f"root, not a multiple of its alignment {s.alignment}")
+                aligns[id(roots[id(s)])] = max(aligns[id(roots[id(s)])], int(s.alignment))
+        a_min, a_max = min(aligns.values()), max(aligns.values())
+        lower = [int(lo[id(r)]) for r in rows]
+        upper = [int(hi[id(r)]) + 1 for r in rows]      # inclusive [first, last] -> [first, last + 1)
+        size = [int(need[id(r)]) for r in rows]
+        kw = dict(strategy=self.strategy, time_budget_ms=self.time_budget_ms)
+        p = place(lower, upper, size, alignment=a_min, **kw)
+        used = a_min
+        if a_max != a_min and any(int(o) % aligns[id(r)] for o, r in zip(p.offsets, rows)):
+            p = place(lower, upper, size, alignment=a_max, **kw)   # every offset a multiple of every alignment
+            used = a_max
+        base = _align_up(int(reserved[mem_id]) if mem_id < len(reserved) else 0, a_max)
+        for o, r in zip(p.offsets, rows):
+            offsets[id(r)] = base + int(o)
+        return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(rows),
+                          reserved=base, size=base + p.size + int(extra_padding), placed=p.size,
+                          lower_bound=p.lower_bound, optimal=p.optimal, method=p.method, alignment=used)
+
+
+def _describe(spec) -> str:
+    return (f"(shape {list(spec.shape)}, {spec.dtype}, lifetime {spec.lifetime}, "
+            f"{spec.allocated_memory} bytes)")
+
+
+def _spec_alignment(spec, alignment: int) -> int:
+    """The pass alignment, or more where the spec was given more by a backend."""
+    own = int(getattr(spec, "alignment", alignment) or alignment)
+    if own > alignment and own != _SPEC_DEFAULT_ALIGNMENT:
+        return own
+    return int(alignment)
+
+
+def _root_of(spec):
+    seen = set()
+    while spec.storage_base is not None:
+        if id(spec) in seen:
+            raise PlanError("INVALID_IR_SHAPES", "circular storage_base chain")
+        seen.add(id(spec))
+        spec = spec.storage_base
+    return spec
+
+
+def _offset_in_root(spec) -> int:
+    off = 0
+    while spec.storage_base is not None:
+        off += int(spec.storage_base_offset)
+        spec = spec.storage_base
+    return off
+
+
+def _canonical_order(specs, graph_module) -> list:
+    """The specs in the order their nodes appear (first use), whatever the container.
+
+    A ``set`` iterates in address order, which changes from run to run; the
+    graph order does not, so the plan is the same on every export.
+    """
+    specs = list(specs)
+    rank: Dict[int, int] = {}
+    nodes = getattr(getattr(graph_module, "graph", None), "nodes", None)
+    if nodes is not None:
+        mp, _ = _executorch()
+        for node in nodes:
+            for s in mp.get_node_tensor_specs(node):
+                rank.setdefault(id(s), len(rank))
+    unknown = len(rank)
+
+    def key(item):
+        i, s = item
+        lt = s.lifetime
+        return (rank.get(id(s), unknown), lt[0] if lt[0] is not None else -1,
+                lt[1] if lt[1] is not None else -1, -s.allocated_memory, i)
+    return [s for _, s in sorted(enumerate(specs), key=key)]
+
+
+def _assign_mem_obj_ids(specs, spec_dict) -> None:
+    """One ``mem_obj_id`` per run of overlapping byte ranges in each arena.
+
+    ExecuTorch's Verifier asks that any two specs whose bytes overlap share a
+    ``mem_obj_id``; ranges are ``[offset, offset + allocated_memory)``.
+    """
+    by_arena: Dict[int, list] = {}
+    for s in specs:
+        by_arena.setdefault(spec_dict[s].mem_id, []).append(s)
+    for arena in by_arena.values():
+        arena.sort(key=lambda s: (spec_dict[s].mem_offset, -s.allocated_memory))
+        obj, end = -1, -1
+        for s in arena:
+            start = spec_dict[s].mem_offset
+            if obj < 0 or start >= end:
+                obj += 1
+                end = start
+            end = max(end, start + s.allocated_memory)
+            spec_dict[s].mem_obj_id = obj
+
+
+def suite(*algorithms):
+    """A ``MemoryPlanningAlgorithmSuite`` whose members cannot spoil each other.
+
+    ExecuTorch's suite hands every member the same graph module, and its
+    ``naive`` extends ``input_mem_buffer_sizes`` in place, so a member after it
+    reserves naive's arenas too; members are keyed by ``__name__``, so two of
+    one name leave one result. Here each member gets the reserved sizes as
+    they were, and a repeated name is refused.
+    """
+    mp, _ = _executorch()
+    names = [_name_of(a) for a in algorithms]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"suite members are keyed by name; repeated: {repeated} "
+                         f"(give EmelAlgorithm a name=)")
+
+    class _Suite(mp.MemoryPlanningAlgorithmSuite):
+        def __call__(self, alignment, specs, graph_module, graph_signature, extra_padding):
+            original = getattr(graph_module, "input_mem_buffer_sizes", None)
+            keep = None if original is None else list(original)
+
+            def fresh(algo):
+                def run(*args):
+                    if keep is not None:
+                        graph_module.input_mem_buffer_sizes = list(keep)
+                    try:
+                        return algo(*args)
+                    finally:
+                        if keep is not None:
+                            graph_module.input_mem_buffer_sizes = original
+                run.__name__ = _name_of(algo)
+                return run
+
+            inner = mp.MemoryPlanningAlgorithmSuite([fresh(a) for a in self.algo_list])
+            return inner(alignment, specs, graph_module, graph_signature, extra_padding)
+
+    return _Suite(list(algorithms))
+
+
+def _name_of(algo) -> str:
+    import functools
+    if isinstance(algo, functools.partial):
+        return algo.func.__name__
+    return getattr(algo, "__name__", repr(algo))
+
+
+def verify(graph_module, graph_signature=None, *, alloc_graph_input=True, alloc_graph_output=True,
+           alloc_mutable_buffers=True, allow_lifetime_and_storage_overlap=False) -> int:
+    """Run ExecuTorch's ``Verifier`` on a planned graph module; returns the reuse pairs.
+
+    ``MemoryPlanningPass`` runs ``verify_storage_reuse`` only when its
+    algorithm is named ``greedy``; the pass of :func:`memory_planning_pass`
+    calls this after every plan.
+    """
+    mp, _ = _executorch()
+    v = mp.Verifier(graph_module, alloc_graph_input, alloc_graph_output, alloc_mutable_buffers,
+                    graph_signature)
+    return v.verify_storage_reuse(allow_lifetime_and_storage_overlap)
+
+
+_PASS_CLASS = None
+
+
+def _pass_class():
+    global _PASS_CLASS
+    if _PASS_CLASS is None:
+        _, mpp = _executorch()
+
+        class EmelMemoryPlanningPass(mpp.MemoryPlanningPass):
+            """ExecuTorch's ``MemoryPlanningPass`` that always checks the plan with its Verifier."""
+
+            def __init__(self, memory_planning_algo, *, verify: bool = True, **options) -> None:
+                super().__init__(memory_planning_algo=memory_planning_algo, **options)
+                self.verify = verify
+
+            def run(self, graph_module, graph_signature=None):
+                result = super().run(graph_module, graph_signature)
+                if self.verify:
+                    verify(graph_module, graph_signature, alloc_graph_input=self.alloc_graph_input,
+                           alloc_graph_output=self.alloc_graph_output,
+                           alloc_mutable_buffers=self.alloc_mutable_buffers and not self.share_mutable_buffers,
+                           allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap)
+                return result
+
+        _PASS_CLASS = EmelMemoryPlanningPass
+    return _PASS_CLASS
+
+
+def memory_planning_pass(strategy: str = "auto", time_budget_ms: Optional[int] = None,
+                         keep_default: bool = True, **pass_options):
+    """ExecuTorch's ``MemoryPlanningPass`` planning with emel.
+
+    ``strategy`` and ``time_budget_ms`` go to :func:`emel.memory.place`
+    (``auto`` by default; the budget is deterministic work, not wall time).
+    ``keep_default=True`` also runs ExecuTorch's default ``greedy`` and keeps
+    the smaller plan (emel's on a tie), so the program never needs more memory
+    than it did. ``pass_options`` are ``MemoryPlanningPass``'s own
+    (``alloc_graph_input``, ``alloc_graph_output``, ``alloc_mutable_buffers``,
+    ``share_mutable_buffers``, ``alignment``,
+    ``allow_lifetime_and_storage_overlap``) plus ``verify=True``: run
+    ExecuTorch's Verifier on every plan.
+    """
+    mp, _ = _executorch()
+    if "memory_planning_algo" in pass_options:
+        raise TypeError("memory_planning_pass() chooses the algorithm; build MemoryPlanningPass "
+                        "yourself to pass memory_planning_algo")
+    algo = EmelAlgorithm(strategy, time_budget_ms)
+    members = [algo, mp.greedy] if keep_default else [algo]
+    p = _pass_class()(suite(*members), **pass_options)
+    p.emel_algorithm = algo
+    return p
