@@ -347,14 +347,16 @@ def _pass_class():
             def __init__(self, memory_planning_algo, *, verify: bool = True, **options) -> None:
                 super().__init__(memory_planning_algo=memory_planning_algo, **options)
                 self.verify = verify
+                self.reuse_pairs: List[int] = []   # the Verifier's count, one per method planned
 
             def run(self, graph_module, graph_signature=None):
                 result = super().run(graph_module, graph_signature)
                 if self.verify:
-                    verify(graph_module, graph_signature, alloc_graph_input=self.alloc_graph_input,
-                           alloc_graph_output=self.alloc_graph_output,
-                           alloc_mutable_buffers=self.alloc_mutable_buffers and not self.share_mutable_buffers,
-                           allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap)
+                    self.reuse_pairs.append(verify(
+                        graph_module, graph_signature, alloc_graph_input=self.alloc_graph_input,
+                        alloc_graph_output=self.alloc_graph_output,
+                        alloc_mutable_buffers=self.alloc_mutable_buffers and not self.share_mutable_buffers,
+                        allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap))
                 return result
 
         _PASS_CLASS = EmelMemoryPlanningPass
