@@ -117,6 +117,20 @@ class KVDecoder(nn.Module):
         return self.out(x)
 
 
+class Cond(nn.Module):
+    """torch.cond between two branches: ExecuTorch plans each branch as a submodule and
+    reserves its bytes at the bottom of the parent's arena (input_mem_buffer_sizes)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        y = torch.cond(h.sum() > 0, lambda t: self.b(t) * 2, lambda t: self.b(t) - 1, (h,))
+        return torch.tanh(y) + h
+
+
 def _hf(cls_name: str, config_name: str, field: str = "last_hidden_state", **config):
     import transformers
     cfg = getattr(transformers, config_name)(**config)
@@ -165,9 +179,15 @@ MODELS: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
 }
 
 
+# Not benched: for the tests only.
+EXTRA: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
+    "cond": lambda: (Cond(), (torch.randn(4, 16),)),
+}
+
+
 def build(name: str):
     torch.manual_seed(0)
-    module, inputs = MODELS[name]()
+    module, inputs = {**MODELS, **EXTRA}[name]()
     return module.eval(), inputs
 
 

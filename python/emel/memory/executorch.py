@@ -61,6 +61,7 @@ class ArenaStats:
     specs: int          # specs placed in the arena, storage-backed ones included
     buffers: int        # rows given to place(): the chains' roots
     reserved: int       # input_mem_buffer_sizes[mem_id], kept at the bottom
+    padding: int        # extra_padding, kept on top
     size: int           # the arena's bytes as returned (reserved + placed + padding)
     placed: int         # bytes of the placement alone
     lower_bound: int    # peak of live bytes of the rows: no placement is smaller
@@ -81,7 +82,7 @@ class CallStats:
 
     @property
     def lower_bound(self) -> int:
-        return sum(a.reserved + a.lower_bound for a in self.arenas.values())
+        return sum(a.reserved + a.lower_bound + a.padding for a in self.arenas.values())
 
 
 class EmelAlgorithm:
@@ -117,8 +118,7 @@ class EmelAlgorithm:
         started = time.perf_counter()
         specs = _canonical_order(specs, graph_module)
         mem_ids = {id(s): (1 if s.mem_id is None else int(s.mem_id)) for s in specs}
-        for s in specs:
-            s.realign(_spec_alignment(s, alignment))
+        nbytes = {id(s): s.realign(_spec_alignment(s, alignment)) for s in specs}   # allocated_memory
         roots = {id(s): _root_of(s) for s in specs}
         in_plan = {id(s) for s in specs}
         for s in specs:
@@ -142,25 +142,27 @@ class EmelAlgorithm:
             if m < len(reserved) and m > 0:
                 sizes[m] = int(reserved[m])   # kept even for an arena with no spec of its own
         for m in sorted(by_arena):
-            arena = self._place_arena(m, by_arena[m], members[m], roots, reserved, extra_padding, offsets)
+            arena = self._place_arena(m, by_arena[m], members[m], roots, nbytes, reserved, extra_padding,
+                                      offsets)
             sizes[m] = arena.size
             stats.arenas[m] = arena
         for s in specs:
             root = roots[id(s)]
             s_off = offsets[id(root)] + _offset_in_root(s)
             result.spec_dict[s] = mp.SpecAllocResult(mem_id=mem_ids[id(root)], mem_obj_id=0, mem_offset=s_off)
-        _assign_mem_obj_ids(specs, result.spec_dict)
+        _assign_mem_obj_ids(specs, result.spec_dict, nbytes)
         result.bufsizes = sizes
         stats.seconds = time.perf_counter() - started
         self.last = stats
         return result
 
-    def _place_arena(self, mem_id, rows, members, roots, reserved, extra_padding, offsets) -> ArenaStats:
+    def _place_arena(self, mem_id, rows, members, roots, nbytes, reserved, extra_padding,
+                     offsets) -> ArenaStats:
         # A root's row covers its whole chain: the union of the lifetimes and the
         # furthest byte any spec of the chain reaches.
         lo = {id(r): r.lifetime[0] for r in rows}
         hi = {id(r): r.lifetime[1] for r in rows}
-        need = {id(r): r.allocated_memory for r in rows}
+        need = {id(r): nbytes[id(r)] for r in rows}
         for s in members:
             r = roots[id(s)]
             if s.lifetime[0] is None or s.lifetime[1] is None:
@@ -170,7 +172,7 @@ class EmelAlgorithm:
             if s is not r:
                 if s.storage_base_offset < 0:
                     raise PlanError("INVALID_IR_SHAPES", f"spec {_describe(s)} has a negative storage_base_offset")
-                need[id(r)] = max(need[id(r)], _offset_in_root(s) + s.allocated_memory)
+                need[id(r)] = max(need[id(r)], _offset_in_root(s) + nbytes[id(s)])
         aligns = {id(r): int(r.alignment) for r in rows}
         for s in members:
             if s is not roots[id(s)]:
@@ -193,7 +195,7 @@ class EmelAlgorithm:
         for o, r in zip(p.offsets, rows):
             offsets[id(r)] = base + int(o)
         return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(rows),
-                          reserved=base, size=base + p.size + int(extra_padding), placed=p.size,
+                          reserved=base, padding=int(extra_padding), size=base + p.size + int(extra_padding), placed=p.size,
                           lower_bound=p.lower_bound, optimal=p.optimal, method=p.method, alignment=used)
 
 
@@ -229,11 +231,15 @@ def _offset_in_root(spec) -> int:
 
 
 def _canonical_order(specs, graph_module) -> list:
-    """The specs in the order their nodes appear (first use), whatever the container.
+    """The specs as given when they come in order (ExecuTorch's ``apply_algo``
+    gives them in node order), else in the order their nodes appear.
 
     A ``set`` iterates in address order, which changes from run to run; the
-    graph order does not, so the plan is the same on every export.
+    graph order does not, so the plan is the same on every export. Specs the
+    graph does not hold follow, by lifetime and size.
     """
+    if isinstance(specs, (list, tuple)):
+        return list(specs)
     specs = list(specs)
     rank: Dict[int, int] = {}
     nodes = getattr(getattr(graph_module, "graph", None), "nodes", None)
@@ -252,7 +258,7 @@ def _canonical_order(specs, graph_module) -> list:
     return [s for _, s in sorted(enumerate(specs), key=key)]
 
 
-def _assign_mem_obj_ids(specs, spec_dict) -> None:
+def _assign_mem_obj_ids(specs, spec_dict, nbytes) -> None:
     """One ``mem_obj_id`` per run of overlapping byte ranges in each arena.
 
     ExecuTorch's Verifier asks that any two specs whose bytes overlap share a
@@ -262,14 +268,14 @@ def _assign_mem_obj_ids(specs, spec_dict) -> None:
     for s in specs:
         by_arena.setdefault(spec_dict[s].mem_id, []).append(s)
     for arena in by_arena.values():
-        arena.sort(key=lambda s: (spec_dict[s].mem_offset, -s.allocated_memory))
+        arena.sort(key=lambda s: (spec_dict[s].mem_offset, -nbytes[id(s)]))
         obj, end = -1, -1
         for s in arena:
             start = spec_dict[s].mem_offset
             if obj < 0 or start >= end:
                 obj += 1
                 end = start
-            end = max(end, start + s.allocated_memory)
+            end = max(end, start + nbytes[id(s)])
             spec_dict[s].mem_obj_id = obj
 
 
