@@ -123,7 +123,9 @@ def main(argv=None):
                                        if isinstance(v, dict)), flush=True)
     table = []
     for r in rows:
-        heur = [r[k]["bytes"] for k in PLANNERS[:4] if "bytes" in r[k]]
+        # The heuristics whose programs run in the portable runtime: Cadence's constraint
+        # passes rewrite some ops into its own no-op kernels (the graph is then another one).
+        heur = [r[k]["bytes"] for k in PLANNERS[:4] if r[k].get("bit_identical")]
         auto, opt = r["emel_auto"], r["emel_optimal"]
         table.append({
             "model": r["model"], "specs": auto.get("specs"), "default": r["default"].get("bytes"),
@@ -141,7 +143,7 @@ def main(argv=None):
                         ("no_overlap", "no-overlap", ",d"), ("cad_heur", "cadence heur", ",d"),
                         ("cad_pos", "cadence pos", ",d"), ("auto", "emel auto", ",d"),
                         ("optimal", "emel optimal", ",d"), ("bound", "bound", ",d"),
-                        ("vs_best", "auto vs best %", "+.1f"), ("proven", "at bound", "s"),
+                        ("vs_best", "auto vs best runnable %", "+.1f"), ("proven", "at bound", "s"),
                         ("greedy_ms", "greedy ms", ".1f"), ("auto_ms", "auto ms", ".1f"),
                         ("opt_ms", "optimal ms", ".1f"), ("same", "bit-identical", ""),
                         ("cadence_runs", "cadence runs", "")])
