@@ -39,15 +39,33 @@ PLANNERS = ["default", "greedy_no_overlap", "cadence_heuristic", "cadence_positi
             "emel_optimal"]
 
 
-def _timed(algo, seconds: list, name: str):
+REPEATS = 5
+
+
+def _timed(algo, seconds: list, name: str, calls: list = None):
+    """algo timed per call; ``calls`` (when given) keeps each call's arguments."""
     @functools.wraps(algo if not isinstance(algo, functools.partial) else algo.func)
     def run(*args, **kwargs):
+        if calls is not None:
+            calls.append((args, kwargs))
         start = time.perf_counter()
         out = algo(*args, **kwargs)
         seconds.append(time.perf_counter() - start)
         return out
     run.__name__ = name
     return run
+
+
+def _median_seconds(algo, calls: list) -> float:
+    """The algorithm again on the arguments of the export's calls: the median of
+    REPEATS runs of all of them (one export's time is noisy on a shared machine)."""
+    runs = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for args, kwargs in calls:
+            algo(*args, **kwargs)
+        runs.append(time.perf_counter() - start)
+    return sorted(runs)[REPEATS // 2]
 
 
 def _cadence(kind: str):
@@ -59,25 +77,32 @@ def _cadence(kind: str):
 
 
 def plan_with(planner: str, edge):
-    """(program, algorithm seconds, emel stats or None)."""
+    """(program, algorithm seconds, emel stats or None).
+
+    The seconds are the median of REPEATS reruns of the algorithm on the
+    arguments it got during the export, except for Cadence's planners, whose
+    constraint passes rewrite the graph (their one timed call is kept).
+    """
     seconds: list = []
-    if planner == "default":
+    calls: list = []
+    if planner in ("default", "greedy_no_overlap"):
+        algo = mp.greedy if planner == "default" else \
+            functools.partial(mp.greedy, allow_overlapping_allocations=False)
         p = MemoryPlanningPass(memory_planning_algo=mp.MemoryPlanningAlgorithmSuite(
-            [_timed(mp.greedy, seconds, "greedy")]))
-    elif planner == "greedy_no_overlap":
-        algo = functools.partial(mp.greedy, allow_overlapping_allocations=False)
-        p = MemoryPlanningPass(memory_planning_algo=mp.MemoryPlanningAlgorithmSuite(
-            [_timed(algo, seconds, "greedy")]))
+            [_timed(algo, seconds, "greedy", calls)]))
     elif planner.startswith("cadence_"):
+        algo = None
         p = MemoryPlanningPass(memory_planning_algo=_timed(_cadence(planner[8:]), seconds, planner),
                                allow_lifetime_and_storage_overlap=True)
     else:
         p = memory_planning_pass(planner[5:], keep_default=False)
+        algo = p.emel_algorithm
+        p.emel_algorithm = _timed(algo, seconds, algo.__name__, calls)
+        p.memory_planning_algo.algo_list[0] = p.emel_algorithm
     program = em.to_program(edge, p)
-    stats = getattr(p, "emel_algorithm", None)
-    if stats is not None:
-        stats = stats.last
-        seconds = [stats.seconds]
+    stats = algo.last if planner.startswith("emel_") else None
+    if algo is not None:
+        seconds = [_median_seconds(algo, calls)]
     return program, sum(seconds), stats
 
 
