@@ -392,3 +392,315 @@ def memory_planning_pass(strategy: str = "auto", time_budget_ms: Optional[int] =
     p = _pass_class()(suite(*members), **pass_options)
     p.emel_algorithm = algo
     return p
+
+
+# ---------------------------------------------------------------- re-planning a .pte
+
+_ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1, 13: 1,
+                  14: 4, 15: 2, 22: 2, 23: 1, 24: 1, 25: 1, 26: 1, 27: 2, 28: 4}
+
+
+@dataclass
+class BufferReport:
+    """One planned buffer (``mem_id``) of one method: its bytes before and after."""
+    method: str
+    mem_id: int
+    tensors: int
+    original: int       # the program's non_const_buffer_sizes[mem_id]
+    emel: int           # emel's plan of the same tensors (never above original in the output)
+    lower_bound: int
+    optimal: bool
+
+
+class _Timeline:
+    """What a method's instruction chain does to its planned tensors.
+
+    Time 0 is before the first instruction (the runtime writes the inputs),
+    instruction i runs at time i + 1, and the caller reads the outputs at
+    time n + 1. Tensors that share bytes on purpose (views, in-place results,
+    storage inside another tensor) are grouped: a group keeps its inner
+    layout and moves as one. A group read before anything writes its bytes is
+    state that outlives a call (a mutable buffer) and holds its bytes for the
+    whole program.
+    """
+
+    def __init__(self, plan, mp_schema):
+        S = mp_schema
+        self.plan = plan
+        values = plan.values
+        self.planned = {i: v.val for i, v in enumerate(values)
+                        if isinstance(v.val, S.Tensor) and v.val.allocation_info is not None}
+        if len(plan.chains) != 1:
+            raise _refuse(plan, f"it has {len(plan.chains)} instruction chains")
+        chain = plan.chains[0].instructions
+        self.n = len(chain)
+        self.events: list = []      # (time, value, "r" | "w")
+        self.links: list = []       # value pairs that share bytes by construction
+        for i, v in enumerate(plan.inputs):
+            if v in self.planned:
+                self.events.append((0, v, "w"))
+        for t, ins in enumerate(chain, start=1):
+            a = ins.instr_args
+            if isinstance(a, S.KernelCall):
+                self._kernel(t, a, values, S)
+            elif isinstance(a, S.MoveCall):
+                self._touch(t, a.move_from, "r", values, S)
+                self._touch(t, a.move_to, "w", values, S)
+            elif isinstance(a, S.FreeCall):
+                if a.value_index in self.planned:
+                    raise _refuse(plan, f"instruction {t - 1} frees planned value {a.value_index}")
+            elif isinstance(a, S.DelegateCall):
+                raise _refuse(plan, f"instruction {t - 1} calls a delegate (its use of planned memory "
+                                    f"is not visible in the program)")
+            elif isinstance(a, S.JumpFalseCall):
+                raise _refuse(plan, f"instruction {t - 1} is a jump (control flow)")
+            else:
+                raise _refuse(plan, f"instruction {t - 1} is a {type(a).__name__}")
+        for v in plan.outputs:
+            if v in self.planned:
+                self.events.append((self.n + 1, v, "r"))
+
+    def _touch(self, t, index, kind, values, S):
+        val = values[index].val
+        if isinstance(val, (S.TensorList, S.OptionalTensorList)):
+            for item in val.items:
+                if item >= 0:
+                    self._touch(t, item, kind, values, S)
+        elif index in self.planned:
+            self.events.append((t, index, kind))
+
+    def _kernel(self, t, call, values, S):
+        op = self.plan.operators[call.op_index]
+        name = f"{op.name}.{op.overload}" if op.overload else op.name
+        touched = [a for a in call.args if self._holds_planned(a, values, S)]
+        if not touched:
+            return
+        if op.name == "executorch_prim::et_view":
+            self._touch(t, call.args[0], "r", values, S)
+            self.links.append((call.args[0], call.args[-1]))
+            return
+        import torch
+        try:
+            schema = torch._C._get_schema(op.name, op.overload or "")
+        except RuntimeError:
+            raise _refuse(self.plan, f"instruction {t - 1} runs {name}, whose schema is unknown here "
+                                     f"(which arguments it writes cannot be told)") from None
+        args = schema.arguments
+        for k, index in enumerate(call.args):
+            if k < len(args):
+                alias = args[k].alias_info
+                if alias is not None and alias.is_write:
+                    if not (args[k].kwarg_only or args[k].name.startswith("out")):
+                        self._touch(t, index, "r", values, S)      # in place: read, then written
+                    self._touch(t, index, "w", values, S)
+                else:
+                    self._touch(t, index, "r", values, S)
+            else:                                                      # a return: the result
+                self._touch(t, index, "w", values, S)
+
+    def _holds_planned(self, index, values, S):
+        val = values[index].val
+        if isinstance(val, (S.TensorList, S.OptionalTensorList)):
+            return any(i >= 0 and i in self.planned for i in val.items)
+        return index in self.planned
+
+    def groups(self):
+        """[(members, first, last, persistent)] with members [(value, original offset, bytes)]."""
+        info = {v: (t.allocation_info.memory_id, t.allocation_info.memory_offset, _tensor_bytes(t))
+                for v, t in self.planned.items()}
+        parent = {v: v for v in info}
+
+        def find(v):
+            while parent[v] != v:
+                parent[v] = parent[parent[v]]
+                v = parent[v]
+            return v
+
+        def union(a, b):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+
+        def overlap(a, b):
+            (ma, oa, na), (mb, ob, nb) = info[a], info[b]
+            return ma == mb and oa < ob + nb and ob < oa + na and na > 0 and nb > 0
+
+        for a, b in self.links:
+            if a in info and b in info:
+                union(a, b)
+        span: Dict[int, list] = {}
+        first_kind: Dict[int, str] = {}
+        for t, v, kind in sorted(self.events, key=lambda e: (e[0], e[2] != "r")):
+            first_kind.setdefault(v, kind)
+            span.setdefault(v, [t, t])[1] = t
+        by_mem: Dict[int, list] = {}
+        for v in span:
+            by_mem.setdefault(info[v][0], []).append(v)
+        for vs in by_mem.values():        # bytes and times both shared: aliases by construction
+            vs.sort(key=lambda v: info[v][1])
+            for i, a in enumerate(vs):
+                for b in vs[i + 1:]:
+                    if info[b][1] >= info[a][1] + info[a][2]:
+                        break
+                    if overlap(a, b) and span[a][0] <= span[b][1] and span[b][0] <= span[a][1]:
+                        union(a, b)
+        # A tensor read before it is written reads bytes someone wrote earlier:
+        # the last writer of overlapping bytes (a view of it), or nobody (state).
+        writes = sorted((t, v) for t, v, kind in self.events if kind == "w")
+        state = set()
+        for v, kind in first_kind.items():
+            if kind != "r" or v in self.plan.inputs:
+                continue
+            before = [w for t, w in writes if t < span[v][0] and w != v and overlap(v, w)]
+            if before:
+                union(v, before[-1])
+            else:
+                state.add(v)
+        groups: Dict[int, list] = {}
+        for v in span:
+            groups.setdefault(find(v), []).append(v)
+        for v in info:
+            if v not in span:          # planned but never used: holds nothing
+                groups.setdefault(find(v), [])
+        out = []
+        for root, members in groups.items():
+            members = members or [root]
+            if len({info[m][0] for m in members}) != 1:
+                raise _refuse(self.plan, f"values {members} share bytes across memory ids")
+            used = [m for m in members if m in span]
+            first = min((span[m][0] for m in used), default=0)
+            last = max((span[m][1] for m in used), default=-1)
+            persistent = any(m in state for m in members)
+            out.append(([(m, info[m][1], info[m][2]) for m in members], info[members[0]][0],
+                        first, last, persistent))
+        return out
+
+
+def _tensor_bytes(t) -> int:
+    n = _ELEMENT_BYTES.get(int(t.scalar_type))
+    if n is None:
+        raise PlanError("INVALID_IR_SHAPES", f"cannot re-plan: a tensor of scalar type {t.scalar_type}")
+    for d in t.sizes:
+        n *= int(d)
+    return n
+
+
+def _refuse(plan, why: str) -> PlanError:
+    return PlanError("INVALID_IR_SHAPES", f"cannot re-plan method {plan.name!r}: {why}")
+
+
+def _replan_method(plan, S, strategy, time_budget_ms):
+    """New offsets for one method's planned tensors: ({value: offset}, [BufferReport])."""
+    line = _Timeline(plan, S)
+    groups = line.groups()
+    end = line.n + 2
+    offsets_all = [o for members, *_ in groups for _, o, _ in members if o]
+    align = 16
+    if offsets_all:
+        low = min(o & -o for o in offsets_all)          # every offset is a multiple of this
+        align = max(1, min(low, 4096))
+    by_mem: Dict[int, list] = {}
+    for g in groups:
+        by_mem.setdefault(g[1], []).append(g)
+    new: Dict[int, int] = {}
+    reports = []
+    for mem_id in sorted(by_mem):
+        rows = by_mem[mem_id]
+        lower, upper, size, bases = [], [], [], []
+        for members, _, first, last, persistent in rows:
+            base = min(o for _, o, _ in members)      # a multiple of align: members keep o - base
+            if persistent:
+                first, last = 0, end - 1
+            lower.append(first)
+            upper.append(last + 1 if last >= first else first)
+            size.append(max(o + n for _, o, n in members) - base)
+            bases.append(base)
+        # The groups in their original places must not collide, or the grouping
+        # missed an alias: then nothing here can be trusted.
+        _check_original(plan, lower, upper, bases, size)
+        p = place(lower, upper, size, strategy=strategy, alignment=align, time_budget_ms=time_budget_ms)
+        original = int(plan.non_const_buffer_sizes[mem_id])
+        reports.append(BufferReport(plan.name, mem_id, sum(len(g[0]) for g in rows), original, int(p.size),
+                                    int(p.lower_bound), bool(p.optimal)))
+        if p.size < original:
+            for (members, *_), base, off in zip(rows, bases, p.offsets):
+                for v, o, _ in members:
+                    new[v] = int(off) + (o - base)
+    return new, reports
+
+
+def _check_original(plan, lower, upper, bases, size):
+    order = sorted(range(len(bases)), key=lambda i: bases[i])
+    for x, i in enumerate(order):
+        for j in order[x + 1:]:
+            if bases[j] >= bases[i] + size[i]:
+                break
+            if size[i] and size[j] and lower[i] < upper[j] and lower[j] < upper[i]:
+                raise _refuse(plan, "two tensors share bytes while both in use and no view, in-place "
+                                    "or storage link between them was found")
+
+
+def _program_schema():
+    try:
+        from executorch.exir import schema as S
+        from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError("emel.memory.executorch needs ExecuTorch: pip install 'emel[executorch]' "
+                          f"(or '.[executorch]' from a checkout); importing it failed: {e}") from None
+    import executorch.exir  # noqa: F401  (registers ExecuTorch's own operators' schemas)
+    return S, deserialize_pte_binary, serialize_pte_binary
+
+
+def _replan(pte_bytes: bytes, strategy: str, time_budget_ms):
+    S, load, save = _program_schema()
+    pte = load(bytes(pte_bytes))
+    program = pte.program
+    if len(program.execution_plan) > 1:
+        shared = {}
+        for plan in program.execution_plan:
+            for v in plan.values:
+                t = v.val
+                if isinstance(t, S.Tensor) and t.allocation_info is not None and t.allocation_info.memory_id > 1:
+                    shared.setdefault(plan.name, True)
+        if shared:
+            raise PlanError("INVALID_IR_SHAPES", "cannot re-plan: several methods with buffers beyond "
+                                                 "mem_id 1 (they may share state across methods)")
+    budget = DEFAULT_TIME_BUDGET_MS if time_budget_ms is None else time_budget_ms
+    reports = []
+    changes = []
+    for plan in program.execution_plan:
+        new, rep = _replan_method(plan, S, strategy, budget)
+        reports += rep
+        changes.append((plan, new, rep))
+    return pte, save, changes, reports
+
+
+def report(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None) -> List[BufferReport]:
+    """Each planned buffer of a program against emel's plan of the same tensors and the bound.
+
+    Lifetimes come from each method's instruction chain. A program this cannot
+    prove safe to re-plan (delegates, control flow, operators of unknown
+    schema, tensors sharing bytes with no visible link) is a ``PlanError``
+    naming why.
+    """
+    return _replan(pte_bytes, strategy, time_budget_ms)[3]
+
+
+def replan(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None) -> bytes:
+    """The same program with its planned memory placed by emel, as ``.pte`` bytes.
+
+    A buffer emel cannot make smaller keeps its layout; a program with no
+    smaller buffer comes back unchanged. Refuses what :func:`report` refuses.
+    """
+    pte, save, changes, _ = _replan(pte_bytes, strategy, time_budget_ms)
+    if not any(new for _, new, _ in changes):
+        return bytes(pte_bytes)
+    for plan, new, reps in changes:
+        for v, off in new.items():
+            info = plan.values[v].val.allocation_info
+            info.memory_offset_low = off & 0xFFFFFFFF
+            info.memory_offset_high = off >> 32
+        for r in reps:
+            if r.emel < r.original:
+                plan.non_const_buffer_sizes[r.mem_id] = r.emel
+    return bytes(save(pte))
