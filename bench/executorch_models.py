@@ -149,10 +149,10 @@ def _ids(n: int, vocab: int = 256) -> Tuple[torch.Tensor]:
 
 
 def _llama_like(config_name: str, cls_name: str, hidden: int, layers: int, heads: int, kv: int,
-                inter: int, vocab: int = 256):
+                inter: int, vocab: int = 256, **extra):
     return _hf(cls_name, config_name, "logits", hidden_size=hidden, num_hidden_layers=layers,
                num_attention_heads=heads, num_key_value_heads=kv, intermediate_size=inter,
-               vocab_size=vocab, max_position_embeddings=256)
+               vocab_size=vocab, max_position_embeddings=256, **extra)
 
 
 MODELS: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
@@ -184,10 +184,33 @@ EXTRA: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
     "cond": lambda: (Cond(), (torch.randn(4, 16),)),
 }
 
+# Held out: never looked at while emel's ExecuTorch planner was built;
+# `bench/executorch.py --held-out` plans them.
+HELD_OUT: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
+    "mistral": lambda: (_llama_like("MistralConfig", "MistralForCausalLM", 64, 2, 4, 2, 160), _ids(24)),
+    "phi3": lambda: (_llama_like("Phi3Config", "Phi3ForCausalLM", 64, 2, 4, 4, 128, pad_token_id=0), _ids(12)),
+    "gemma": lambda: (_hf("GemmaForCausalLM", "GemmaConfig", "logits", hidden_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=1, head_dim=16, intermediate_size=128,
+                          vocab_size=256), _ids(20)),
+    "distilbert": lambda: (_hf("DistilBertModel", "DistilBertConfig", dim=64, n_layers=3, n_heads=4,
+                               hidden_dim=96, vocab_size=256), _ids(18)),
+    "roberta": lambda: (_hf("RobertaModel", "RobertaConfig", hidden_size=48, num_hidden_layers=3,
+                            num_attention_heads=3, intermediate_size=144, vocab_size=256), _ids(10)),
+    "mobilenet_v2": lambda: (_hf("MobileNetV2Model", "MobileNetV2Config", "pooler_output", image_size=32,
+                                 depth_multiplier=0.35), (torch.randn(1, 3, 32, 32),)),
+    "convnext": lambda: (_hf("ConvNextModel", "ConvNextConfig", "pooler_output", hidden_sizes=[16, 32, 48, 64],
+                             depths=[1, 1, 2, 1], image_size=32), (torch.randn(1, 3, 32, 32),)),
+    "torch_transformer": lambda: (nn.TransformerEncoder(nn.TransformerEncoderLayer(48, 4, 96, batch_first=True),
+                                                        3), (torch.randn(2, 12, 48),)),
+    "mlp_mixer_like": lambda: (nn.Sequential(nn.Linear(40, 160), nn.GELU(), nn.LayerNorm(160), nn.Linear(160, 40),
+                                             nn.Sigmoid(), nn.Linear(40, 300), nn.Tanh(), nn.Linear(300, 7)),
+                               (torch.randn(16, 40),)),
+}
+
 
 def build(name: str):
     torch.manual_seed(0)
-    module, inputs = {**MODELS, **EXTRA}[name]()
+    module, inputs = {**MODELS, **EXTRA, **HELD_OUT}[name]()
     return module.eval(), inputs
 
 
