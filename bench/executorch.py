@@ -192,8 +192,9 @@ def main(argv=None):
                         ("opt_ms", "optimal ms", ".1f"), ("replan", "replan .pte", ",d"),
                         ("replan_ms", "replan ms", ".0f"), ("same", "bit-identical", ""),
                         ("cadence_runs", "cadence runs", "")])
-    write_json("executorch_held_out" if args.held_out else "executorch", {"command": "python bench/executorch.py " + " ".join(argv or sys.argv[1:]),
-                              "rows": rows, "table": table}, args.out)
+    command = "python bench/executorch.py " + " ".join(argv or sys.argv[1:])
+    write_json("executorch_held_out" if args.held_out else "executorch",
+               {"command": command.strip(), "rows": rows, "table": table}, args.out)
 
 
 if __name__ == "__main__":

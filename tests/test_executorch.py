@@ -29,7 +29,8 @@ from executorch.exir.tensor import TensorSpec  # noqa: E402
 import emel.memory.executorch as emx  # noqa: E402
 from emel.memory import PlanError  # noqa: E402
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))   # bench/executorch.py must not shadow executorch
+# Appended, and after executorch is imported: bench/executorch.py would shadow the package.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 import executorch_models as models  # noqa: E402
 
 # ---------------------------------------------------------------- hand-built specs

@@ -23,6 +23,7 @@ emel.memory`` never needs it.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -30,7 +31,8 @@ from .errors import PlanError
 from .placement import place
 from .planning import DEFAULT_TIME_BUDGET_MS
 
-__all__ = ["EmelAlgorithm", "ArenaStats", "memory_planning_pass", "suite", "verify"]
+__all__ = ["EmelAlgorithm", "ArenaStats", "CallStats", "BufferReport", "memory_planning_pass", "suite",
+           "verify", "replan", "report"]
 
 # ExecuTorch's default TensorSpec.alignment (executorch.exir.tensor.ALIGNMENT).
 # A spec carrying any other alignment larger than the pass's was given it by
@@ -39,15 +41,18 @@ _SPEC_DEFAULT_ALIGNMENT = 16
 
 
 def _executorch():
-    """The ExecuTorch modules used here, or an ImportError saying how to get them."""
+    """The parts of ExecuTorch used here, or an ImportError saying how to get them."""
     try:
-        from executorch.exir import memory_planning as mp
-        from executorch.exir.passes import memory_planning_pass as mpp
+        import executorch.exir  # noqa: F401  (registers the schemas of ExecuTorch's own operators)
+        from executorch.exir import memory_planning, schema
+        from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+        from executorch.exir.passes import memory_planning_pass
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError(
             "emel.memory.executorch needs ExecuTorch: pip install 'emel[executorch]' "
             f"(or '.[executorch]' from a checkout); importing it failed: {e}") from None
-    return mp, mpp
+    return SimpleNamespace(mp=memory_planning, mpp=memory_planning_pass, schema=schema,
+                           load=deserialize_pte_binary, save=serialize_pte_binary)
 
 
 def _align_up(n: int, a: int) -> int:
@@ -114,7 +119,7 @@ class EmelAlgorithm:
 
     def __call__(self, alignment: int, specs, graph_module, graph_signature=None,
                  extra_padding: int = 0):
-        mp, _ = _executorch()
+        mp = _executorch().mp
         started = time.perf_counter()
         specs = _canonical_order(specs, graph_module)
         mem_ids = {id(s): (1 if s.mem_id is None else int(s.mem_id)) for s in specs}
@@ -171,7 +176,8 @@ class EmelAlgorithm:
             hi[id(r)] = max(hi[id(r)], s.lifetime[1])
             if s is not r:
                 if s.storage_base_offset < 0:
-                    raise PlanError("INVALID_IR_SHAPES", f"spec {_describe(s)} has a negative storage_base_offset")
+                    raise PlanError("INVALID_IR_SHAPES",
+                                    f"spec {_describe(s)} has a negative storage_base_offset")
                 need[id(r)] = max(need[id(r)], _offset_in_root(s) + nbytes[id(s)])
         aligns = {id(r): int(r.alignment) for r in rows}
         for s in members:
@@ -194,8 +200,8 @@ class EmelAlgorithm:
         base = _align_up(int(reserved[mem_id]) if mem_id < len(reserved) else 0, a_max)
         for o, r in zip(p.offsets, rows):
             offsets[id(r)] = base + int(o)
-        return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(rows),
-                          reserved=base, padding=int(extra_padding), size=base + p.size + int(extra_padding), placed=p.size,
+        return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(rows), reserved=base,
+                          padding=int(extra_padding), size=base + p.size + int(extra_padding), placed=p.size,
                           lower_bound=p.lower_bound, optimal=p.optimal, method=p.method, alignment=used)
 
 
@@ -244,7 +250,7 @@ def _canonical_order(specs, graph_module) -> list:
     rank: Dict[int, int] = {}
     nodes = getattr(getattr(graph_module, "graph", None), "nodes", None)
     if nodes is not None:
-        mp, _ = _executorch()
+        mp = _executorch().mp
         for node in nodes:
             for s in mp.get_node_tensor_specs(node):
                 rank.setdefault(id(s), len(rank))
@@ -288,7 +294,7 @@ def suite(*algorithms):
     one name leave one result. Here each member gets the reserved sizes as
     they were, and a repeated name is refused.
     """
-    mp, _ = _executorch()
+    mp = _executorch().mp
     names = [_name_of(a) for a in algorithms]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -333,7 +339,7 @@ def verify(graph_module, graph_signature=None, *, alloc_graph_input=True, alloc_
     algorithm is named ``greedy``; the pass of :func:`memory_planning_pass`
     calls this after every plan.
     """
-    mp, _ = _executorch()
+    mp = _executorch().mp
     v = mp.Verifier(graph_module, alloc_graph_input, alloc_graph_output, alloc_mutable_buffers,
                     graph_signature)
     return v.verify_storage_reuse(allow_lifetime_and_storage_overlap)
@@ -345,7 +351,7 @@ _PASS_CLASS = None
 def _pass_class():
     global _PASS_CLASS
     if _PASS_CLASS is None:
-        _, mpp = _executorch()
+        mpp = _executorch().mpp
 
         class EmelMemoryPlanningPass(mpp.MemoryPlanningPass):
             """ExecuTorch's ``MemoryPlanningPass`` that always checks the plan with its Verifier."""
@@ -383,7 +389,7 @@ def memory_planning_pass(strategy: str = "auto", time_budget_ms: Optional[int] =
     ``allow_lifetime_and_storage_overlap``) plus ``verify=True``: run
     ExecuTorch's Verifier on every plan.
     """
-    mp, _ = _executorch()
+    mp = _executorch().mp
     if "memory_planning_algo" in pass_options:
         raise TypeError("memory_planning_pass() chooses the algorithm; build MemoryPlanningPass "
                         "yourself to pass memory_planning_algo")
@@ -640,20 +646,10 @@ def _check_original(plan, lower, upper, bases, size):
                                     "or storage link between them was found")
 
 
-def _program_schema():
-    try:
-        from executorch.exir import schema as S
-        from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
-    except ImportError as e:  # pragma: no cover - exercised only without the extra
-        raise ImportError("emel.memory.executorch needs ExecuTorch: pip install 'emel[executorch]' "
-                          f"(or '.[executorch]' from a checkout); importing it failed: {e}") from None
-    import executorch.exir  # noqa: F401  (registers ExecuTorch's own operators' schemas)
-    return S, deserialize_pte_binary, serialize_pte_binary
-
-
 def _replan(pte_bytes: bytes, strategy: str, time_budget_ms):
-    S, load, save = _program_schema()
-    pte = load(bytes(pte_bytes))
+    et = _executorch()
+    S, save = et.schema, et.save
+    pte = et.load(bytes(pte_bytes))
     program = pte.program
     if len(program.execution_plan) > 1:
         shared = {}
