@@ -122,86 +122,90 @@ class EmelAlgorithm:
         mp = _executorch().mp
         started = time.perf_counter()
         specs = _canonical_order(specs, graph_module)
-        mem_ids = {id(s): (1 if s.mem_id is None else int(s.mem_id)) for s in specs}
-        nbytes = {id(s): s.realign(_spec_alignment(s, alignment)) for s in specs}   # allocated_memory
-        roots = {id(s): _root_of(s) for s in specs}
-        in_plan = {id(s) for s in specs}
-        for s in specs:
-            if id(roots[id(s)]) not in in_plan:
-                raise PlanError("INVALID_IR_SHAPES",
-                                f"spec {_describe(s)} lives in the storage of a spec that is not planned "
-                                f"(its storage_base chain ends outside the specs given)")
+        n = len(specs)
+        nbytes = [s.realign(_spec_alignment(s, alignment)) for s in specs]   # allocated_memory
+        # Spec i lives at offset(root[i]) + inner[i]: its own root unless it sits
+        # in another spec's storage (a storage_base chain).
+        root, inner = list(range(n)), [0] * n
+        position = None
+        for i, s in enumerate(specs):
+            if s.storage_base is not None:
+                if position is None:
+                    position = {id(x): k for k, x in enumerate(specs)}
+                r = position.get(id(_root_of(s)))
+                if r is None:
+                    raise PlanError("INVALID_IR_SHAPES",
+                                    f"spec {_describe(s)} lives in the storage of a spec that is not planned "
+                                    f"(its storage_base chain ends outside the specs given)")
+                if s.storage_base_offset < 0:
+                    raise PlanError("INVALID_IR_SHAPES",
+                                    f"spec {_describe(s)} has a negative storage_base_offset")
+                root[i], inner[i] = r, _offset_in_root(s)
+                if inner[i] % int(s.alignment):
+                    raise PlanError("ALIGNMENT_VIOLATION",
+                                    f"spec {_describe(s)} sits {inner[i]} bytes into its storage root, "
+                                    f"not a multiple of its alignment {s.alignment}")
+        mem_of = [1 if s.mem_id is None else int(s.mem_id) for s in specs]
+        arenas: Dict[int, List[int]] = {}       # mem_id -> every spec living there
+        for i in range(n):
+            arenas.setdefault(mem_of[root[i]], []).append(i)
         reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
-        by_arena: Dict[int, List[Any]] = {}      # mem_id -> its roots: one row each
-        members: Dict[int, List[Any]] = {}       # mem_id -> every spec living there
-        for s in specs:
-            m = mem_ids[id(roots[id(s)])]
-            members.setdefault(m, []).append(s)
-            if roots[id(s)] is s:
-                by_arena.setdefault(m, []).append(s)
-        result = mp.MemoryAlgoResult({}, [])
+        sizes = [0] * (max(arenas) + 1 if arenas else 2)
+        for m in range(1, min(len(sizes), len(reserved))):
+            sizes[m] = int(reserved[m])         # kept even for an arena with no spec of its own
         stats = CallStats(0.0)
-        offsets: Dict[int, int] = {}
-        sizes = [0] * (max(by_arena) + 1 if by_arena else 2)
-        for m in range(len(sizes)):
-            if m < len(reserved) and m > 0:
-                sizes[m] = int(reserved[m])   # kept even for an arena with no spec of its own
-        for m in sorted(by_arena):
-            arena = self._place_arena(m, by_arena[m], members[m], roots, nbytes, reserved, extra_padding,
-                                      offsets)
+        offset = [0] * n
+        for m in sorted(arenas):
+            arena = self._place_arena(m, arenas[m], specs, nbytes, root, inner,
+                                      int(reserved[m]) if m < len(reserved) else 0, int(extra_padding), offset)
             sizes[m] = arena.size
             stats.arenas[m] = arena
-        for s in specs:
-            root = roots[id(s)]
-            s_off = offsets[id(root)] + _offset_in_root(s)
-            result.spec_dict[s] = mp.SpecAllocResult(mem_id=mem_ids[id(root)], mem_obj_id=0, mem_offset=s_off)
+        result = mp.MemoryAlgoResult({}, sizes)
+        for i, s in enumerate(specs):
+            result.spec_dict[s] = mp.SpecAllocResult(mem_id=mem_of[root[i]], mem_obj_id=0,
+                                                     mem_offset=offset[root[i]] + inner[i])
         _assign_mem_obj_ids(specs, result.spec_dict, nbytes)
-        result.bufsizes = sizes
         stats.seconds = time.perf_counter() - started
         self.last = stats
         return result
 
-    def _place_arena(self, mem_id, rows, members, roots, nbytes, reserved, extra_padding,
-                     offsets) -> ArenaStats:
-        # A root's row covers its whole chain: the union of the lifetimes and the
-        # furthest byte any spec of the chain reaches.
-        lo = {id(r): r.lifetime[0] for r in rows}
-        hi = {id(r): r.lifetime[1] for r in rows}
-        need = {id(r): nbytes[id(r)] for r in rows}
-        for s in members:
-            r = roots[id(s)]
-            if s.lifetime[0] is None or s.lifetime[1] is None:
+    def _place_arena(self, mem_id, members, specs, nbytes, root, inner, reserved, padding,
+                     offset) -> ArenaStats:
+        """Place one arena's roots; ``offset[root]`` gets each root's offset."""
+        # A root's row covers its whole chain: the union of the lifetimes, the
+        # furthest byte any spec of it reaches and the largest alignment.
+        row = {}
+        lo, hi, need, align = [], [], [], []
+        for i in members:
+            s = specs[i]
+            first, last = s.lifetime
+            if first is None or last is None:
                 raise PlanError("INVALID_IR_SHAPES", f"spec {_describe(s)} has no lifetime")
-            lo[id(r)] = min(lo[id(r)], s.lifetime[0])
-            hi[id(r)] = max(hi[id(r)], s.lifetime[1])
-            if s is not r:
-                if s.storage_base_offset < 0:
-                    raise PlanError("INVALID_IR_SHAPES",
-                                    f"spec {_describe(s)} has a negative storage_base_offset")
-                need[id(r)] = max(need[id(r)], _offset_in_root(s) + nbytes[id(s)])
-        aligns = {id(r): int(r.alignment) for r in rows}
-        for s in members:
-            if s is not roots[id(s)]:
-                if _offset_in_root(s) % int(s.alignment):
-                    raise PlanError("ALIGNMENT_VIOLATION",
-                                    f"spec {_describe(s)} sits {_offset_in_root(s)} bytes into its storage "
-                                    f"root, not a multiple of its alignment {s.alignment}")
-                aligns[id(roots[id(s)])] = max(aligns[id(roots[id(s)])], int(s.alignment))
-        a_min, a_max = min(aligns.values()), max(aligns.values())
-        lower = [int(lo[id(r)]) for r in rows]
-        upper = [int(hi[id(r)]) + 1 for r in rows]      # inclusive [first, last] -> [first, last + 1)
-        size = [int(need[id(r)]) for r in rows]
+            k = row.get(root[i])
+            if k is None:
+                k = row[root[i]] = len(lo)
+                lo.append(first)
+                hi.append(last)
+                need.append(0)
+                align.append(1)
+            lo[k] = min(lo[k], first)
+            hi[k] = max(hi[k], last)
+            need[k] = max(need[k], inner[i] + nbytes[i])
+            align[k] = max(align[k], int(s.alignment))
+        roots = list(row)
+        upper = [h + 1 for h in hi]                     # inclusive [first, last] -> [first, last + 1)
+        a_min, a_max = min(align), max(align)
         kw = dict(strategy=self.strategy, time_budget_ms=self.time_budget_ms)
-        p = place(lower, upper, size, alignment=a_min, **kw)
+        p = place(lo, upper, need, alignment=a_min, **kw)
         used = a_min
-        if a_max != a_min and any(int(o) % aligns[id(r)] for o, r in zip(p.offsets, rows)):
-            p = place(lower, upper, size, alignment=a_max, **kw)   # every offset a multiple of every alignment
+        if a_max != a_min and any(int(o) % a for o, a in zip(p.offsets, align)):
+            p = place(lo, upper, need, alignment=a_max, **kw)   # every offset a multiple of every alignment
             used = a_max
-        base = _align_up(int(reserved[mem_id]) if mem_id < len(reserved) else 0, a_max)
-        for o, r in zip(p.offsets, rows):
-            offsets[id(r)] = base + int(o)
-        return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(rows), reserved=base,
-                          padding=int(extra_padding), size=base + p.size + int(extra_padding), placed=p.size,
+        base = _align_up(reserved, a_max)
+        for r, o in zip(roots, p.offsets.tolist()):
+            offset[r] = base + o
+        return ArenaStats(mem_id=mem_id, specs=len(members), buffers=len(roots), reserved=base,
+                          padding=padding, size=base + p.size + padding, placed=p.size,
                           lower_bound=p.lower_bound, optimal=p.optimal, method=p.method, alignment=used)
 
 
@@ -271,18 +275,18 @@ def _assign_mem_obj_ids(specs, spec_dict, nbytes) -> None:
     ``mem_obj_id``; ranges are ``[offset, offset + allocated_memory)``.
     """
     by_arena: Dict[int, list] = {}
-    for s in specs:
-        by_arena.setdefault(spec_dict[s].mem_id, []).append(s)
+    for i, s in enumerate(specs):
+        r = spec_dict[s]
+        by_arena.setdefault(r.mem_id, []).append((r.mem_offset, -nbytes[i], r))
     for arena in by_arena.values():
-        arena.sort(key=lambda s: (spec_dict[s].mem_offset, -nbytes[id(s)]))
+        arena.sort(key=lambda e: (e[0], e[1]))
         obj, end = -1, -1
-        for s in arena:
-            start = spec_dict[s].mem_offset
+        for start, minus_size, r in arena:
             if obj < 0 or start >= end:
                 obj += 1
                 end = start
-            end = max(end, start + nbytes[id(s)])
-            spec_dict[s].mem_obj_id = obj
+            end = max(end, start - minus_size)
+            r.mem_obj_id = obj
 
 
 def suite(*algorithms):
