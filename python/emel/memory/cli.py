@@ -258,8 +258,9 @@ def _program(args) -> int:
         from . import executorch as et
         data = Path(args.graph).read_bytes()
         strategy = args.strategy or "auto"
-        rows = et.report(data, strategy=strategy, time_budget_ms=args.time_budget_ms)
-        new = et.replan(data, strategy=strategy, time_budget_ms=args.time_budget_ms) if args.replan else None
+        kw = dict(strategy=strategy, time_budget_ms=args.time_budget_ms, alignment=args.alignment)
+        rows = et.report(data, **kw)
+        new = et.replan(data, **kw) if args.replan else None
     except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-plan: {e}", file=sys.stderr)
         return 1

@@ -599,16 +599,18 @@ def _refuse(plan, why: str) -> PlanError:
     return PlanError("INVALID_IR_SHAPES", f"cannot re-plan method {plan.name!r}: {why}")
 
 
-def _replan_method(plan, S, strategy, time_budget_ms):
+def _replan_method(plan, S, strategy, time_budget_ms, alignment):
     """New offsets for one method's planned tensors: ({value: offset}, [BufferReport])."""
     line = _Timeline(plan, S)
     groups = line.groups()
     end = line.n + 2
-    offsets_all = [o for members, *_ in groups for _, o, _ in members if o]
-    align = 16
-    if offsets_all:
-        low = min(o & -o for o in offsets_all)          # every offset is a multiple of this
-        align = max(1, min(low, 4096))
+    align = alignment
+    if align is None:
+        # ExecuTorch's default alignment, or less if the program's offsets are
+        # not all multiples of it. (Offsets say nothing more: most are multiples
+        # of large powers of two because tensor sizes are.)
+        offsets = [o for members, *_ in groups for _, o, _ in members if o]
+        align = min([o & -o for o in offsets] + [_SPEC_DEFAULT_ALIGNMENT])
     by_mem: Dict[int, list] = {}
     for g in groups:
         by_mem.setdefault(g[1], []).append(g)
@@ -650,7 +652,7 @@ def _check_original(plan, lower, upper, bases, size):
                                     "or storage link between them was found")
 
 
-def _replan(pte_bytes: bytes, strategy: str, time_budget_ms):
+def _replan(pte_bytes: bytes, strategy: str, time_budget_ms, alignment):
     et = _executorch()
     S, save = et.schema, et.save
     pte = et.load(bytes(pte_bytes))
@@ -669,30 +671,34 @@ def _replan(pte_bytes: bytes, strategy: str, time_budget_ms):
     reports = []
     changes = []
     for plan in program.execution_plan:
-        new, rep = _replan_method(plan, S, strategy, budget)
+        new, rep = _replan_method(plan, S, strategy, budget, alignment)
         reports += rep
         changes.append((plan, new, rep))
     return pte, save, changes, reports
 
 
-def report(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None) -> List[BufferReport]:
+def report(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None,
+           alignment: Optional[int] = None) -> List[BufferReport]:
     """Each planned buffer of a program against emel's plan of the same tensors and the bound.
 
     Lifetimes come from each method's instruction chain. A program this cannot
     prove safe to re-plan (delegates, control flow, operators of unknown
     schema, tensors sharing bytes with no visible link) is a ``PlanError``
-    naming why.
+    naming why. ``alignment`` (of every offset) defaults to ExecuTorch's 16,
+    or less where the program's offsets are not multiples of 16; pass the
+    ``alignment`` the program was exported with when it was more.
     """
-    return _replan(pte_bytes, strategy, time_budget_ms)[3]
+    return _replan(pte_bytes, strategy, time_budget_ms, alignment)[3]
 
 
-def replan(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None) -> bytes:
+def replan(pte_bytes: bytes, strategy: str = "auto", time_budget_ms: Optional[int] = None,
+           alignment: Optional[int] = None) -> bytes:
     """The same program with its planned memory placed by emel, as ``.pte`` bytes.
 
     A buffer emel cannot make smaller keeps its layout; a program with no
     smaller buffer comes back unchanged. Refuses what :func:`report` refuses.
     """
-    pte, save, changes, _ = _replan(pte_bytes, strategy, time_budget_ms)
+    pte, save, changes, _ = _replan(pte_bytes, strategy, time_budget_ms, alignment)
     if not any(new for _, new, _ in changes):
         return bytes(pte_bytes)
     for plan, new, reps in changes:
