@@ -6,7 +6,7 @@
               [--shape SYM=N ...] [--replay-token HEX] [--rank R --world-size W]
               [--shard-spec JSON|FILE]
     emel-plan --example [NAME]
-    emel-plan MODEL.pte [--strategy S] [--replan -o OUT.pte]   (ExecuTorch; docs/executorch.md)
+    emel-plan MODEL.pte [--strategy S] [--alignment N] [--replan -o OUT.pte]   (docs/executorch.md)
 """
 
 from __future__ import annotations
