@@ -6,6 +6,7 @@
               [--shape SYM=N ...] [--replay-token HEX] [--rank R --world-size W]
               [--shard-spec JSON|FILE]
     emel-plan --example [NAME]
+    emel-plan MODEL.pte [--strategy S] [--alignment N] [--replan -o OUT.pte]   (docs/executorch.md)
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Plan tensor memory for an emel.graph/1 computation graph and print a "
                     "per-arena summary.")
     p.add_argument("graph", nargs="?",
-                   help="path to an emel.graph/1 JSON file, or an ONNX model (.onnx)")
+                   help="path to an emel.graph/1 JSON file, an ONNX model (.onnx), or an "
+                        "ExecuTorch program (.pte: its planned buffers against emel's plan)")
     p.add_argument("--example", nargs="?", const=examples.DEFAULT, metavar="NAME",
                    help=f"plan a bundled example instead ({', '.join(examples.names())}; "
                         f"default {examples.DEFAULT})")
@@ -61,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(repeatable); N outside the envelope is refused (SHAPE_ENVELOPE_EXCEEDED)")
     add_layout_option(p)
     add_determinism_options(p)
+    p.add_argument("--replan", action="store_true",
+                   help="with a .pte: write the program with its memory re-planned by emel to -o")
+    p.add_argument("-o", "--output", metavar="OUT.pte", help="with --replan: where to write the program")
     return p
 
 
@@ -284,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if (args.graph is None) == (args.example is None):
         _parser().error("give a GRAPH file or --example (not both)")
+    if args.graph is not None and args.graph.endswith(".pte"):
+        return _program(args)
+    if args.replan:
+        _parser().error("--replan takes an ExecuTorch program (.pte)")
     try:
         shapes = parse_input_shapes(args.input_shape)
         symbols = parse_symbol_values(args.shape)
@@ -329,6 +338,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"emel-plan: cannot write the plot: {e}", file=sys.stderr)
             return 1
         print(f"plot written to {args.plot}")
+    return 0
+
+
+def _program(args) -> int:
+    """emel-plan MODEL.pte [--replan -o OUT]: an ExecuTorch program's buffers, re-planned."""
+    if args.replan and not args.output:
+        _parser().error("--replan needs -o OUT.pte")
+    try:
+        from . import executorch as et
+        data = read_input_file(args.graph)   # a regular file, of bounded size
+        strategy = args.strategy
+        kw = dict(strategy=strategy, time_budget_ms=args.time_budget_ms, alignment=args.alignment)
+        rows = et.report(data, **kw)
+        new = et.replan(data, **kw) if args.replan else None
+    except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
+        print(f"emel-plan: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.graph}: planned buffers, the program's against emel {strategy}")
+    print(f"{'method':<16} {'mem_id':>6} {'tensors':>7} {'program':>14} {'emel':>14} {'bound':>14}  proven")
+    for r in rows:
+        print(f"{r.method:<16} {r.mem_id:>6} {r.tensors:>7} {r.original:>14,} {r.emel:>14,} "
+              f"{r.lower_bound:>14,}  {'yes' if r.optimal else 'no'}")
+    if new is not None:
+        Path(args.output).write_bytes(new)
+        kept = sum(min(r.emel, r.original) for r in rows)
+        print(f"re-planned program written to {args.output}: {kept:,} planned bytes "
+              f"(was {sum(r.original for r in rows):,})")
     return 0
 
 
