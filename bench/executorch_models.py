@@ -185,7 +185,7 @@ EXTRA: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
 }
 
 # Held out: never looked at while emel's ExecuTorch planner was built;
-# `bench/executorch.py --held-out` plans them.
+# `bench/executorch_planners.py --held-out` plans them.
 HELD_OUT: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
     "mistral": lambda: (_llama_like("MistralConfig", "MistralForCausalLM", 64, 2, 4, 2, 160), _ids(24)),
     "phi3": lambda: (_llama_like("Phi3Config", "Phi3ForCausalLM", 64, 2, 4, 4, 128, pad_token_id=0), _ids(12)),

@@ -29,9 +29,7 @@ from executorch.exir.tensor import TensorSpec  # noqa: E402
 import emel.memory.executorch as emx  # noqa: E402
 from emel.memory import PlanError  # noqa: E402
 
-# Appended, and after executorch is imported: bench/executorch.py would shadow the package.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
-import executorch_models as models  # noqa: E402
+import executorch_models as models  # noqa: E402  (bench/, on pytest's pythonpath)
 
 # ---------------------------------------------------------------- hand-built specs
 

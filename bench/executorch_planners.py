@@ -1,4 +1,5 @@
-"""ExecuTorch's memory planners against emel's on 13 models.
+"""ExecuTorch's memory planners against emel's on 13 models (bench/executorch_planners.py:
+not executorch.py, which would shadow the executorch package on sys.path).
 
 Each model (bench/executorch_models.py) is exported once and planned by
 ExecuTorch's default pass (``greedy``), greedy without overlapping
@@ -11,7 +12,7 @@ program runs in executorch.runtime with outputs bit-identical to the default
 program's. emel's lower bound is the peak of live bytes of the specs it
 places (plus reserved space and padding): no plan of these specs is smaller.
 
-    python bench/executorch.py [--models a,b] [--out results.json]
+    python bench/executorch_planners.py [--models a,b] [--out results.json]
 """
 
 from __future__ import annotations
@@ -20,21 +21,14 @@ import argparse
 import functools
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# This file is named executorch.py and ExecuTorch's package is a namespace
-# package, which any module of that name shadows: import it with this folder
-# off sys.path, then put the folder back for the helpers.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-import torch  # noqa: E402
-from executorch.exir import memory_planning as mp  # noqa: E402
-from executorch.exir.passes import MemoryPlanningPass  # noqa: E402
+import torch
+from executorch.exir import memory_planning as mp
+from executorch.exir.passes import MemoryPlanningPass
 
-sys.path.append(str(HERE))
-import executorch_models as em  # noqa: E402
-from _common import print_table, write_json  # noqa: E402
-from emel.memory.executorch import memory_planning_pass, replan  # noqa: E402
+import executorch_models as em
+from _common import print_table, write_json
+from emel.memory.executorch import memory_planning_pass, replan
 
 PLANNERS = ["default", "greedy_no_overlap", "cadence_heuristic", "cadence_position", "emel_auto",
             "emel_optimal", "replan"]
@@ -192,7 +186,7 @@ def main(argv=None):
                         ("opt_ms", "optimal ms", ".1f"), ("replan", "replan .pte", ",d"),
                         ("replan_ms", "replan ms", ".0f"), ("same", "bit-identical", ""),
                         ("cadence_runs", "cadence runs", "")])
-    command = "python bench/executorch.py " + " ".join(argv or sys.argv[1:])
+    command = "python bench/executorch_planners.py " + " ".join(argv or sys.argv[1:])
     write_json("executorch_held_out" if args.held_out else "executorch",
                {"command": command.strip(), "rows": rows, "table": table}, args.out)
 
