@@ -116,7 +116,7 @@ def test_strict_decoder_refuses(hex_, why):
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
-@pytest.mark.parametrize("value", [2**64, -2**64 - 1, object(), {1, 2}])
+@pytest.mark.parametrize("value", [2**64, -2**64 - 1, object(), {1, 2}, "a\ud800", {"\udfff": 1}])
 def test_values_outside_the_subset_are_refused(encoder, value):
     with pytest.raises((ValueError, TypeError)):
         ENCODERS[encoder](value)

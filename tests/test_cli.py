@@ -330,3 +330,16 @@ def test_fifos_and_oversized_files_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(graph_module, "MAX_INPUT_BYTES", 100)
     with pytest.raises(mm.PlanError, match="more than the 100 B an input may"):
         mm.load_graph(str(big))
+
+
+def test_reading_an_input_reserves_its_size_not_the_bound(tmp_path):
+    """read(MAX_INPUT_BYTES + 1) reserved 4 GiB for every file: under a 1 GiB
+    address-space limit any graph failed to load (and under ASan each read
+    took half a second, found by the cli fuzz surface's speed)."""
+    graph = examples.path("llama-tiny-inference")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)); "
+            "from emel.memory.graph import read_input_file; "
+            "print(len(read_input_file(sys.argv[1])))")
+    out = subprocess.run([sys.executable, "-c", code, str(graph)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and int(out.stdout) == graph.stat().st_size, out.stderr

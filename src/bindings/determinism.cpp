@@ -44,7 +44,17 @@ Value to_value(const py::handle& obj, int depth) {
         return v;
     }
     if (py::isinstance<py::bytes>(obj)) return Value::bytes(obj.cast<std::string>());
-    if (py::isinstance<py::str>(obj)) return Value::text(obj.cast<std::string>());
+    if (py::isinstance<py::str>(obj)) {
+        // A lone surrogate has no UTF-8: a ValueError, as cbor.dumps' CBORError
+        // (pybind11's own cast would make it a RuntimeError).
+        Py_ssize_t n = 0;
+        const char* utf8 = PyUnicode_AsUTF8AndSize(obj.ptr(), &n);
+        if (utf8 == nullptr) {
+            PyErr_Clear();
+            throw py::value_error("text is not valid Unicode (a lone surrogate)");
+        }
+        return Value::text(std::string(utf8, static_cast<size_t>(n)));
+    }
     if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
         Value v = Value::array();
         for (auto item : obj) v.push(to_value(item, depth + 1));

@@ -454,10 +454,17 @@ def read_input_file(path: Any) -> bytes:
     to at most MAX_INPUT_BYTES even if it grows meanwhile."""
     where = check_input_file(path)
     with open(path, "rb") as f:
-        data = f.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
+        # Its size and a byte more, not the bound: read(n) reserves n bytes
+        # first. A file that grew meanwhile is read on in chunks.
+        parts = [f.read(min(os.fstat(f.fileno()).st_size, MAX_INPUT_BYTES) + 1)]
+        total = len(parts[0])
+        while parts[-1] and total <= MAX_INPUT_BYTES:
+            parts.append(f.read(min(1 << 20, MAX_INPUT_BYTES + 1 - total)))
+            total += len(parts[-1])
+    if total > MAX_INPUT_BYTES:
         raise _invalid(f"{where} grew past the {format_bytes(MAX_INPUT_BYTES)} an input may hold")
-    return data
+    parts = [p for p in parts if p]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 @contextlib.contextmanager
