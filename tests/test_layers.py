@@ -30,7 +30,8 @@ The layers, bottom to top (module names relative to ``emel.memory``):
 4. what consumes a plan, and what-if tools: arenas, checkpoint, trace, peak,
    viz, pooling, shapes (replanning for dynamic shapes), ggml, cost_model,
    remat.
-5. importers: torch_importer, onnx_importer, remat_torch.
+5. importers and runtime integrations: torch_importer, onnx_importer,
+   remat_torch, executorch (ExecuTorch's memory planning pass).
 6. command lines and the package: cli, import_cli, trace_cli, fit, sweep,
    ``__main__``, and ``emel.memory`` itself (its ``__init__`` imports
    everything, which is what fills the plan-method registry).
@@ -69,6 +70,8 @@ LAYERS = {
     "optimizers": 2,
     # 5: importers
     "torch_importer": 5, "onnx_importer": 5, "remat_torch": 5,
+    # 5 too: the runtime integrations (ExecuTorch's memory planning pass)
+    "executorch": 5,
     # 6: command lines and the package itself
     "cli": 6, "import_cli": 6, "trace_cli": 6, "fit": 6, "sweep": 6, "__main__": 6, "emel.memory": 6,
 }
