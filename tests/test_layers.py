@@ -22,9 +22,11 @@ The layers, bottom to top (module names relative to ``emel.memory``):
 1. data model: determinism (hashes, replay tokens), symbolic (symbolic
    dimensions, shape envelopes), graph (the ``emel.graph/1`` document),
    plan_data (``Plan`` and its placements, and the registry of the plan
-   methods upper layers provide), examples (bundled graphs).
+   methods upper layers provide), examples (bundled graphs), arena_layout
+   (which roles share an arena: plan()'s and the reference's arena_layout).
 2. graph transformations the planner applies: sharding (a rank's share of a
-   graph), reorder (a memory-aware execution order, for ``order="optimize"``).
+   graph), reorder (a memory-aware execution order, for ``order="optimize"``),
+   optimizers (the optimizer state and step a training import adds).
 3. planning: planning (``plan()``, the driver), placement (``place()`` on
    buffer lists), presets, reference (the pure-Python reference planner).
 4. what consumes a plan, and what-if tools: arenas, checkpoint, trace, peak,
