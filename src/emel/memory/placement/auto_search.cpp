@@ -14,6 +14,10 @@ namespace {
 constexpr size_t kPeakWindowsFrom = 2000;
 // A peak window's search costs at most this many greedy passes.
 constexpr uint64_t kWindowSearchPasses = 4;
+// The default-budget policy (docs/strategies.md §4): what auto and optimal
+// spend when no budget is given.
+constexpr uint64_t kDefaultBudgetMs = 2000;
+constexpr uint64_t kEasyBudgetMs = 200;
 
 std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
     std::vector<uint32_t> order(b.count());
@@ -43,11 +47,19 @@ std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vec
 
 }  // namespace
 
+uint64_t default_work_budget(const Buffers& b, uint64_t pass, uint64_t best_end, uint64_t bound) {
+    (void)b;
+    (void)pass;
+    // Within 0.5% of the bound already: no budget can gain more than that.
+    if (best_end <= bound + bound / 200) return kEasyBudgetMs * kWorkUnitsPerMs;
+    return kDefaultBudgetMs * kWorkUnitsPerMs;
+}
+
 namespace {
 
 // auto without a capacity target: the portfolio, the exact search on small
 // instances, then local search over greedy orders.
-Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
+Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     const uint64_t bound = buffers_lower_bound(b);
     // The portfolio, in tie-break order.
     Placement best = place_slots(b);
@@ -76,6 +88,10 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // only when it still fits in the budget, so the wall time stays within the
     // budget plus this first pass, whatever the instance's size.
     const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
+    // No budget given: the default-budget policy, from the instance and what
+    // its first pass cost (deterministic: both are the same on every machine).
+    const bool policy = work_budget == kPolicyBudget;
+    if (policy) work_budget = default_work_budget(b, pass, std::min(best.end, first_pass.end), bound);
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
     // At the bound nothing can be smaller: no pass is worth its work.
     // The exact search below may prove more than the peak of live bytes.
@@ -118,7 +134,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         // Every live buffer (no smaller instance), or the same window again.
         if (w.whole || w.members.size() == last_window || !room_for_a_pass()) return;
         last_window = w.members.size();
-        const uint64_t share = std::min((work_budget - work - pass) / 3, kWindowSearchPasses * pass);
+        // Under the default-budget policy the first window's search gets its
+        // four passes whenever one pass is left after them, not a third of
+        // what is left (pangu_2.6B: the bound, proven, at 1,040 ms of work,
+        // where a 2,000 ms budget's third leaves it at 1.0076).
+        const uint64_t left = work_budget - work - pass;
+        const uint64_t share = std::min(policy && max_buffers == 1024 && left >= pass ? left - pass : left / 3,
+                                        kWindowSearchPasses * pass);
         // The bound first: the window holds the peak instant, so its own
         // bound is the instance's.
         const Placement inside = place_optimal(w.instance, share, bound);
@@ -159,7 +181,11 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
         consider(std::move(p), &by_offset);
     }
-    if (worth_a_pass()) consider(place_greedy(b, by_size, Fit::Best, to_win()), &by_size);
+    bool size_best_fit_ran = false;
+    if (worth_a_pass()) {
+        size_best_fit_ran = true;
+        consider(place_greedy(b, by_size, Fit::Best, to_win()), &by_size);
+    }
     if (worth_a_pass()) {
         Placement p = place_greedy(b, by_conflict, Fit::First, to_win());
         p.method = "greedy_by_conflict_size_first_fit";
@@ -242,6 +268,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
             best_order = std::move(order);
         }
     }
+    // auto is never larger than a single pass of emel's own (best_fit and
+    // greedy by size with first fit ran first; docs/strategies.md §4): greedy
+    // by size with best fit, when the budget did not reach it, runs last,
+    // beyond the budget like the first pass, given up as soon as it cannot
+    // win (S_1 at 1,000 ms: 1.0167 -> 1.0158 of the bound).
+    if (!size_best_fit_ran && best.end > proven)
+        consider(place_greedy(b, by_size, Fit::Best, to_win()), &by_size);
     best.work = work;
     best.lower_bound = std::max(best.lower_bound, proven);
     return best;
@@ -253,6 +286,8 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     // A capacity is a target to try, never a handicap: the untargeted answer
     // is always computed, and only when it misses the target does a second
     // budget go to an exact search aimed at the target (docs/strategies.md §4).
+    // With no budget given (kPolicyBudget) the policy sets it after the first
+    // pass; the targeted search below gets the same.
     Placement best = place_auto_untargeted(b, work_budget);
     // Whatever the winner, the peak of live bytes is a proven bound, and an
     // answer that meets it is proven optimal.
