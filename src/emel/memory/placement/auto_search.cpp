@@ -16,10 +16,10 @@ constexpr size_t kPeakWindowsFrom = 2000;
 constexpr uint64_t kWindowSearchPasses = 4;
 // The default-budget policy (docs/strategies.md §4): what auto and optimal
 // spend when no budget is given.
-constexpr uint64_t kDefaultBudgetMs = 2000;
-constexpr uint64_t kSearchBudgetMs = 4000;  // 1,000 < buffers <= kSearchUpTo
-constexpr size_t kSmallSearchUpTo = 1000;
-constexpr uint64_t kEasyBudgetMs = 200;      // first answer within 0.5% of the bound
+constexpr uint64_t kDefaultBudgetMs = 4000;
+constexpr uint64_t kSmallBudgetMs = 2000;  // up to kSmallUpTo buffers
+constexpr size_t kSmallUpTo = 1000;
+constexpr uint64_t kEasyBudgetMs = 200;    // first answer within 0.5% of the bound
 
 std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
     std::vector<uint32_t> order(b.count());
@@ -49,15 +49,14 @@ std::vector<uint32_t> moved_to_front(std::vector<uint32_t> order, const std::vec
 
 }  // namespace
 
-uint64_t default_work_budget(const Buffers& b, uint64_t pass, uint64_t best_end, uint64_t bound) {
-    (void)pass;
+uint64_t default_work_budget(const Buffers& b, uint64_t best_end, uint64_t bound) {
     // Within 0.5% of the bound already: no budget can gain more than that.
     if (best_end <= bound + bound / 200) return kEasyBudgetMs * kWorkUnitsPerMs;
-    // The exact search takes these whole, and on them it is what closes the
-    // gap: its answer keeps improving up to 4,000 ms (random lifetimes of
-    // 2,000-10,000 buffers: 1.03-1.04 of the bound at 2,000 ms, 1.009-1.03
-    // at 4,000).
-    if (b.count() > kSmallSearchUpTo && b.count() <= kSearchUpTo) return kSearchBudgetMs * kWorkUnitsPerMs;
+    // Small instances: the exact search has settled what it can by 2,000 ms
+    // (challenging A-K, random lifetimes of 300-1,000 buffers).
+    if (b.count() <= kSmallUpTo) return kSmallBudgetMs * kWorkUnitsPerMs;
+    // Larger ones keep gaining up to 4,000 ms (random lifetimes of 2,000-20,000
+    // buffers: 1.02-1.05 of the bound at 2,000 ms, 1.009-1.04 at 4,000).
     return kDefaultBudgetMs * kWorkUnitsPerMs;
 }
 
@@ -94,10 +93,10 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     // only when it still fits in the budget, so the wall time stays within the
     // budget plus this first pass, whatever the instance's size.
     const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
-    // No budget given: the default-budget policy, from the instance and what
-    // its first pass cost (deterministic: both are the same on every machine).
-    const bool policy = work_budget == kPolicyBudget;
-    if (policy) work_budget = default_work_budget(b, pass, std::min(best.end, first_pass.end), bound);
+    // No budget given: the default-budget policy, from the instance and its
+    // first answer (deterministic: both are the same on every machine).
+    if (work_budget == kPolicyBudget)
+        work_budget = default_work_budget(b, std::min(best.end, first_pass.end), bound);
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
     // At the bound nothing can be smaller: no pass is worth its work.
     // The exact search below may prove more than the peak of live bytes.
@@ -140,13 +139,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
         // Every live buffer (no smaller instance), or the same window again.
         if (w.whole || w.members.size() == last_window || !room_for_a_pass()) return;
         last_window = w.members.size();
-        // Under the default-budget policy the first window's search gets its
-        // four passes whenever one pass is left after them, not a third of
-        // what is left (pangu_2.6B: the bound, proven, at 1,040 ms of work,
-        // where a 2,000 ms budget's third leaves it at 1.0076).
-        const uint64_t left = work_budget - work - pass;
-        const uint64_t share = std::min(policy && max_buffers == 1024 && left >= pass ? left - pass : left / 3,
-                                        kWindowSearchPasses * pass);
+        const uint64_t share = std::min((work_budget - work - pass) / 3, kWindowSearchPasses * pass);
         // The bound first: the window holds the peak instant, so its own
         // bound is the instance's.
         const Placement inside = place_optimal(w.instance, share, bound);

@@ -920,8 +920,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     uint64_t work = best.work;
     // No budget given: the default-budget policy (docs/strategies.md §4).
     if (work_budget == kPolicyBudget)
-        work_budget = default_work_budget(b, std::max<uint64_t>(best.work, 1),
-                                          std::min(best.end, incumbent ? incumbent->end : best.end),
+        work_budget = default_work_budget(b, std::min(best.end, incumbent ? incumbent->end : best.end),
                                           buffers_lower_bound(b));
     if (incumbent && incumbent->end < best.end) {
         best.offset = incumbent->offset;
