@@ -15,6 +15,7 @@ runs this (noisy when the machine is shared); sizes and work are the same on eve
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import emel.memory as mm
 
+    load_before = os.getloadavg()[0]
     budgets = parse_budgets(args.budgets)
     names = [n for n in args.names.split(",") if n]
     instances = load_instances(args.groups.split(","), names, [int(s) for s in args.sizes.split(",")],
@@ -87,8 +89,10 @@ def main(argv=None):
     worst = max((f["vs4000"] for f in flat if f["vs4000"] is not None), default=None)
     if worst is not None:
         print(f"\nworst default / 4000: {worst:.4f} (target: at most 1.005)")
+    print(f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} (wall times are noisy on a shared machine)")
     write_json("default_budget", {"command": "python bench/default_budget.py " + " ".join(argv or sys.argv[1:]),
-                                  "budgets": [label(b) for b in budgets], "rows": rows}, args.out)
+                                  "budgets": [label(b) for b in budgets],
+                                  "load_average": [load_before, os.getloadavg()[0]], "rows": rows}, args.out)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def test_search_not_built_when_the_budget_cannot_pay_for_it():
     # (900,000 units) does not start it, and says so; `auto` at its default
     # budget does not start it either (a descent alone would cost billions):
     # neither at 200 ms, the default before the default-budget policy, nor at
-    # the policy's 4,000 ms for more than 1,000 buffers.
+    # the policy's 4,000 ms.
     lower, upper, size = synthetic_traces.generate("uniform", 12_000, 1)
     p = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=1)
     assert p.method == "greedy_by_size (budget too small to search)"
