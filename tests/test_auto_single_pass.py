@@ -78,6 +78,8 @@ def check(lower, upper, size, budget, alignment=1, capacity=None):
                   [557, 812, 61, 199, 23, 413, 547, 305, 600, 642, 942, 219, 430, 1, 354, 762])),
          0, 1, False)
 def test_random_instances(rows, budget, alignment, with_capacity):
+    if budget is None:  # the policy may spend 4,000 ms where it cannot prove: keep those tiny
+        rows = rows[:24]
     lower = np.array([r[0] for r in rows], np.int64)
     upper = lower + np.array([r[1] for r in rows], np.int64)
     size = np.array([r[2] for r in rows], np.int64)
@@ -107,3 +109,35 @@ def test_s1_keeps_greedy_by_size(idealloc_instance):
     gbs = mm.place(lower, upper, size, strategy="greedy_by_size").size
     p = mm.place(lower, upper, size, strategy="auto", time_budget_ms=1000)
     assert p.size <= gbs
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 6), st.integers(1, 40)), min_size=1, max_size=12),
+       st.sampled_from(["auto", "optimal"]))
+def test_default_budget_is_the_policy(rows, strategy):
+    """No time_budget_ms: 200 ms where the first answer is within 0.5% of the bound, else
+    4,000 ms (docs/strategies.md §4), deterministic: the same plan and work as that budget."""
+    lower = np.array([r[0] for r in rows], np.int64)
+    upper = lower + np.array([r[1] for r in rows], np.int64)
+    size = np.array([r[2] for r in rows], np.int64)
+    default = mm.place(lower, upper, size, strategy=strategy)
+    bound = default.lower_bound
+    if strategy == "auto":
+        first = min(mm.place(lower, upper, size, strategy=s, fit=f).size
+                    for s, f in (("tmmu", "best"), ("best_fit", "best"), ("greedy_by_size", "first")))
+    else:
+        first = mm.place(lower, upper, size, strategy="greedy_by_size").size
+    budget = 200 if first <= bound + bound // 200 else 4000
+    explicit = mm.place(lower, upper, size, strategy=strategy, time_budget_ms=budget)
+    assert (default.size, default.work, default.offsets.tolist()) == \
+        (explicit.size, explicit.work, explicit.offsets.tolist())
+
+
+def test_time_budget_none_is_accepted_and_negative_is_not():
+    assert mm.place([0], [1], [8], strategy="auto", time_budget_ms=None).size == 8
+    for bad in (-1, "200", 1.5):
+        try:
+            mm.place([0], [1], [8], strategy="auto", time_budget_ms=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"time_budget_ms={bad!r} was accepted")
