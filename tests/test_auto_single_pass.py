@@ -116,7 +116,9 @@ def test_s1_keeps_greedy_by_size(idealloc_instance):
        st.sampled_from(["auto", "optimal"]))
 def test_default_budget_is_the_policy(rows, strategy):
     """No time_budget_ms: 200 ms where the first answer is within 0.5% of the bound, else
-    4,000 ms (docs/strategies.md §4), deterministic: the same plan and work as that budget."""
+    4,000 ms, ending once within 0.5% of the bound (docs/strategies.md §4): the same plan and
+    work as that budget, or (auto, 4,000 ms) an answer within 0.5% of the bound; the same
+    again on a second call."""
     lower = np.array([r[0] for r in rows], np.int64)
     upper = lower + np.array([r[1] for r in rows], np.int64)
     size = np.array([r[2] for r in rows], np.int64)
@@ -129,8 +131,12 @@ def test_default_budget_is_the_policy(rows, strategy):
         first = mm.place(lower, upper, size, strategy="greedy_by_size").size
     budget = 200 if first <= bound + bound // 200 else 4000
     explicit = mm.place(lower, upper, size, strategy=strategy, time_budget_ms=budget)
-    assert (default.size, default.work, default.offsets.tolist()) == \
+    again = mm.place(lower, upper, size, strategy=strategy)
+    assert (default.work, default.offsets.tolist()) == (again.work, again.offsets.tolist())
+    same = (default.size, default.work, default.offsets.tolist()) == \
         (explicit.size, explicit.work, explicit.offsets.tolist())
+    assert same or (strategy == "auto" and budget == 4000 and default.size <= bound + bound // 200
+                    and default.work <= explicit.work)
 
 
 def test_time_budget_none_is_accepted_and_negative_is_not():

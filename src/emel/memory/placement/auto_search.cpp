@@ -93,13 +93,19 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
     // No budget given: the default-budget policy, from the instance and its
     // first answer (deterministic: both are the same on every machine).
-    if (work_budget == kPolicyBudget)
-        work_budget = default_work_budget(b, std::min(best.end, first_pass.end), bound);
+    const bool policy = work_budget == kPolicyBudget;
+    if (policy) work_budget = default_work_budget(b, std::min(best.end, first_pass.end), bound);
+    // Under the policy's full budget the run also ends once the answer is
+    // within 0.5% of the bound: no budget can gain more than that (S_1 ends
+    // after its live-peak pass, 1.0026 of the bound, at 1,567 ms of work).
+    const uint64_t good_enough =
+        policy && work_budget > kEasyBudgetMs * kWorkUnitsPerMs ? bound + bound / 200 : 0;
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
     // At the bound nothing can be smaller: no pass is worth its work.
     // The exact search below may prove more than the peak of live bytes.
     uint64_t proven = bound;
-    auto worth_a_pass = [&] { return best.end > proven && room_for_a_pass(); };
+    auto done = [&] { return best.end <= std::max(proven, good_enough); };
+    auto worth_a_pass = [&] { return !done() && room_for_a_pass(); };
     // A later pass wins only below the best so far (ties keep the earlier):
     // it is given up as soon as its end reaches the best's, which on large
     // traces saves most of a losing pass (the first pass is always whole: it
@@ -151,7 +157,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     // the top lives too long to free around it (the idealloc traces) they
     // give up at once.
     auto try_windows = [&](uint64_t share) {
-        if (b.count() <= kPeakWindowsFrom || best.end <= proven || work >= work_budget) return;
+        if (b.count() <= kPeakWindowsFrom || done() || work >= work_budget) return;
         const uint64_t before = best.end;
         improve_by_windows(b, best, share, work);
         if (best.end < before) best_order.clear();
@@ -217,7 +223,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     const bool search_fits =
         b.count() <= kPeakWindowsFrom || (b.count() <= kSearchUpTo && holds_a_descent());
     bool search_ran = false;
-    if (best.end > bound && search_fits && search_budget > 0) {
+    if (!done() && search_fits && search_budget > 0) {
         search_ran = true;
         Placement p = place_optimal(b, search_budget, 0, &best, search_budget / 4);
         work += p.work;
