@@ -97,7 +97,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     if (policy) work_budget = default_work_budget(b, std::min(best.end, first_pass.end), bound);
     // Under the policy's full budget the run also ends once the answer is
     // within 0.5% of the bound: no budget can gain more than that (S_1 ends
-    // after its live-peak pass, 1.0026 of the bound, at 1,567 ms of work).
+    // after its live-peak pass, 1.0026 of the bound, at 1,561 ms of work).
     const uint64_t good_enough =
         policy && work_budget > kEasyBudgetMs * kWorkUnitsPerMs ? bound + bound / 200 : 0;
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
