@@ -84,15 +84,20 @@ def test_search_not_built_when_the_budget_cannot_pay_for_it():
     # Building the search's instance for 12,000 random buffers is charged
     # (a sort and twice the conflict pairs, some 2.5M units): a 1 ms budget
     # (900,000 units) does not start it, and says so; `auto` at its default
-    # budget does not start it either (a descent alone would cost billions).
+    # budget does not start it either (a descent alone would cost billions):
+    # neither at 200 ms, the default before the default-budget policy, nor at
+    # the policy's 4,000 ms.
     lower, upper, size = synthetic_traces.generate("uniform", 12_000, 1)
     p = mm.place(lower, upper, size, strategy="optimal", time_budget_ms=1)
     assert p.method == "greedy_by_size (budget too small to search)"
     g = mm.place(lower, upper, size, strategy="greedy_by_size")
     assert p.size == g.size and not p.optimal
-    a = mm.place(lower, upper, size, strategy="auto")
+    a = mm.place(lower, upper, size, strategy="auto", time_budget_ms=200)
     assert a.method != "optimal_search"
     assert a.work <= 200 * 900_000 + 3 * g.work  # the budget, plus one first pass and its sort
+    a = mm.place(lower, upper, size, strategy="auto")
+    assert a.method != "optimal_search"
+    assert a.work <= 4000 * 900_000 + 3 * g.work  # the policy's budget here
 
 
 def assert_valid_and_repeatable(lower, upper, size, p, **place_args):

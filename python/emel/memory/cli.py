@@ -42,9 +42,10 @@ def _parser() -> argparse.ArgumentParser:
                         f"is the specification's slot colouring)")
     p.add_argument("--fit", choices=("best", "first"), default="best",
                    help="gap choice of greedy_by_size (default: best)")
-    p.add_argument("--time-budget-ms", type=int, default=200, metavar="MS",
+    p.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
                    help="work budget of auto and optimal, in deterministic work units "
-                        "worth about MS milliseconds (default: 200)")
+                        "worth about MS milliseconds (default: the default-budget policy, "
+                        "docs/strategies.md §4)")
     p.add_argument("--alignment", type=int, default=None, metavar="N",
                    help="alignment of every arena in bytes, a power of two (default: 128)")
     p.add_argument("--json", metavar="OUT",

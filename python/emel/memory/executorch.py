@@ -25,11 +25,10 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from .errors import PlanError
 from .placement import place
-from .planning import DEFAULT_TIME_BUDGET_MS
 
 __all__ = ["EmelAlgorithm", "ArenaStats", "CallStats", "BufferReport", "memory_planning_pass", "suite",
            "verify", "replan", "report"]
@@ -105,9 +104,8 @@ class EmelAlgorithm:
 
     def __init__(self, strategy: str = "auto", time_budget_ms: Optional[int] = None, *,
                  name: Optional[str] = None) -> None:
-        if time_budget_ms is None:
-            time_budget_ms = DEFAULT_TIME_BUDGET_MS
-        # Fail on a wrong strategy or budget now, not inside an export.
+        # Fail on a wrong strategy or budget now, not inside an export
+        # (None: place()'s default budget policy, docs/strategies.md §4).
         place([], [], [], strategy=strategy, time_budget_ms=time_budget_ms)
         self.strategy = strategy
         self.time_budget_ms = time_budget_ms
@@ -667,7 +665,7 @@ def _replan(pte_bytes: bytes, strategy: str, time_budget_ms, alignment):
         if shared:
             raise PlanError("INVALID_IR_SHAPES", "cannot re-plan: several methods with buffers beyond "
                                                  "mem_id 1 (they may share state across methods)")
-    budget = DEFAULT_TIME_BUDGET_MS if time_budget_ms is None else time_budget_ms
+    budget = time_budget_ms   # None: place()'s default budget policy
     reports = []
     changes = []
     for plan in program.execution_plan:

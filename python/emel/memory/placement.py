@@ -12,7 +12,7 @@ import numpy as np
 from . import _core
 from .errors import PlanError, U64_MAX, is_int
 from .graph import _int_list_array, check_input_file
-from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy
+from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy, core_budget
 
 
 
@@ -54,7 +54,7 @@ def _as_u64(values: Any, what: str) -> np.ndarray:
 
 def place(lower: Any, upper: Any, size: Any, strategy: str = "greedy_by_size",
           alignment: int = 1, *, fit: str = "best",
-          time_budget_ms: int = DEFAULT_TIME_BUDGET_MS, capacity: int | None = None) -> Placement:
+          time_budget_ms: int | None = DEFAULT_TIME_BUDGET_MS, capacity: int | None = None) -> Placement:
     """Place buffers live over half-open ``[lower[i], upper[i])`` with ``size[i]`` bytes.
 
     Returns a :class:`Placement`; ``offsets, size = place(...)`` also works.
@@ -62,6 +62,9 @@ def place(lower: Any, upper: Any, size: Any, strategy: str = "greedy_by_size",
     row index breaks ties. Two rows conflict when their intervals intersect.
     ``capacity`` (auto / optimal): a target size to try first, the way
     MiniMalloc's benchmarks pose each instance; the search still minimises.
+    ``time_budget_ms`` (auto / optimal): deterministic work units worth about
+    that many milliseconds; None (the default) follows the default-budget
+    policy (docs/strategies.md §4).
     """
     check_strategy(strategy, fit, time_budget_ms)
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 1 \
@@ -74,7 +77,7 @@ def place(lower: Any, upper: Any, size: Any, strategy: str = "greedy_by_size",
                                  or capacity < 0 or capacity > U64_MAX):
         raise ValueError(f"capacity must be an integer in [0, 2^64), got {capacity!r}")
     offsets, end, info = _core.place(lo, hi, sz, strategy, alignment, fit,
-                                     min(time_budget_ms, 2**40), capacity or 0)
+                                     core_budget(time_budget_ms), capacity or 0)
     return Placement(offsets=offsets, size=int(end), strategy=strategy, method=info["method"],
                      lower_bound=int(info["lower_bound"]), optimal=bool(info["optimal"]),
                      proven_bound=int(info["proven_bound"]), work=int(info["work"]))

@@ -32,7 +32,22 @@ STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
 #: colouring, stays selectable by name.
 DEFAULT_STRATEGY = "auto"
 FITS = ("best", "first")
-DEFAULT_TIME_BUDGET_MS = 200
+#: What ``time_budget_ms=None`` (the default) means: auto and optimal follow
+#: the default-budget policy (docs/strategies.md §4): a deterministic work
+#: budget from the instance: 200 ms worth where the first greedy answer is
+#: within 0.5% of the lower bound, else 4,000 ms, ending once within 0.5% of
+#: it; every run stops at once on a proven optimum.
+DEFAULT_TIME_BUDGET_MS = None
+#: The budget ``time_budget_ms=None`` asks the core for (no explicit budget
+#: reaches it: explicit ones are capped at 2**40 ms).
+POLICY_BUDGET = 2**64 - 1
+#: What order="optimize" gives the reorder search when no budget is given.
+DEFAULT_ORDER_BUDGET_MS = 200
+
+
+def core_budget(time_budget_ms: int | None) -> int:
+    """The budget passed to the core: the policy's marker for None, else capped at 2**40 ms."""
+    return POLICY_BUDGET if time_budget_ms is None else min(time_budget_ms, 2**40)
 DEFAULT_ALIGNMENT = 128
 _ARENA_KEYS = ("alignment_bytes", "capacity_bytes", "page_size", "persistent")
 
@@ -118,13 +133,13 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     if fit not in FITS:
         raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
-    if not is_int(time_budget_ms) or time_budget_ms < 0:
-        raise ValueError(f"time_budget_ms must be an integer >= 0; got {time_budget_ms!r}")
+    if time_budget_ms is not None and (not is_int(time_budget_ms) or time_budget_ms < 0):
+        raise ValueError(f"time_budget_ms must be an integer >= 0 or None; got {time_budget_ms!r}")
 
 
 def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
          arenas: Mapping | None = None, alignment: int | None = None, *,
-         fit: str = "best", time_budget_ms: int = DEFAULT_TIME_BUDGET_MS,
+         fit: str = "best", time_budget_ms: int | None = DEFAULT_TIME_BUDGET_MS,
          role_arenas: Mapping | None = None, replay_token: bytes | None = None,
          rank: int = 0, world_size: int = 1,
          shard_spec: Mapping[str, int] | None = None, order: str = "given",
@@ -135,7 +150,8 @@ def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
     the smallest plans), tmmu (the specification's slot colouring),
     greedy_by_size (``fit="best"`` or ``"first"``), best_fit or optimal
     (docs/strategies.md); ``time_budget_ms`` bounds auto and optimal
-    in deterministic work units, never wall time. ``arenas``: per-arena
+    in deterministic work units, never wall time (None, the default: the
+    default-budget policy of docs/strategies.md §4). ``arenas``: per-arena
     ``alignment_bytes``, ``capacity_bytes``, ``page_size``, ``persistent``.
     ``alignment``: the default alignment of every arena (128).
     ``role_arenas``: e.g. ``{"gradient": "activations"}`` to move a role's
@@ -165,12 +181,13 @@ def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
     g = graph_to_plan(graph, rank, world_size, spec)
     def run(graph_):
         try:
-            return _core.plan(graph_._core_input(), mode, strategy, fit, min(time_budget_ms, 2**40),
+            return _core.plan(graph_._core_input(), mode, strategy, fit, core_budget(time_budget_ms),
                               default_alignment, config, roles, token or b"", rank, world_size, spec)
         except MemoryError:  # std::bad_alloc from the core: the host's memory, not the plan's
             raise out_of_memory(graph_, "planning") from None
     if order == "optimize":
-        g, core = optimize_order(g, mode, run, time_budget_ms,
+        g, core = optimize_order(g, mode, run,
+                                 DEFAULT_ORDER_BUDGET_MS if time_budget_ms is None else time_budget_ms,
                                  role_arenas={ROLES[k]: v for k, v in roles.items()})
     else:
         core = run(g)

@@ -48,7 +48,7 @@ def _load(path: str, input_shapes: tuple = ()):
     return load_model_or_graph(path, shapes)
 
 
-def plan_one(path: str, mode: str, strategy: str, time_budget_ms: int = 200,
+def plan_one(path: str, mode: str, strategy: str, time_budget_ms: int | None = None,
              arena_layout: str | None = None, input_shapes: tuple = ()) -> dict:
     """Plan one graph file; a row of the sweep's results (errors are rows too)."""
     row = {"graph": os.path.basename(path), "mode": mode, "strategy": strategy}
@@ -109,7 +109,7 @@ class _Counter(_Silent):
 
 
 def sweep(paths: Iterable[str], modes: Sequence[str] = ("inference",),
-          strategies: Sequence[str] = STRATEGIES, jobs: int = 1, time_budget_ms: int = 200,
+          strategies: Sequence[str] = STRATEGIES, jobs: int = 1, time_budget_ms: int | None = None,
           progress: bool = True, client=None, arena_layout: str | None = None,
           input_shapes: dict | None = None) -> list[dict]:
     """Plan every path x mode x strategy; rows in that order. ``jobs`` > 1 uses worker
@@ -216,8 +216,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"comma-separated modes (default: inference; all = {','.join(MODES)})")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes (default: the number of CPUs)")
-    p.add_argument("--time-budget-ms", type=int, default=200, metavar="MS",
-                   help="work budget of auto and optimal (default: 200)")
+    p.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
+                   help="work budget of auto and optimal (default: the default-budget policy)")
     p.add_argument("-o", "--output", metavar="RESULTS.json", help="write every row as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_layout_option(p)

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     add_determinism_options(ver, rank=False)  # verify takes rank and world size from the trace
     for q in (rec, ver):
         q.add_argument("--fit", choices=("best", "first"), default="best")
-        q.add_argument("--time-budget-ms", type=int, default=200, metavar="MS")
+        q.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
+                       help="work budget of auto and optimal (default: the default-budget policy)")
     return p
 
 
@@ -78,7 +79,7 @@ _ARENA_FIELDS = ("alignment", "capacity_bytes", "page_size", "persistent")
 
 
 def replan_records(graph, header: dict, replay_token=None, shard_spec=None, fit="best",
-                   time_budget_ms=200) -> list[dict]:
+                   time_budget_ms=None) -> list[dict]:
     """The trace of ``graph`` planned as ``header`` (an allocation_header) says."""
     _check_header(header)
     arenas = {name: {"alignment_bytes": a["alignment"], "capacity_bytes": a["capacity_bytes"],

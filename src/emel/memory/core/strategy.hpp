@@ -21,6 +21,11 @@ enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 // budget. Heuristics charge kGreedyUnitsPerStep per buffer placed or conflict
 // examined.
 constexpr uint64_t kWorkUnitsPerMs = 900000;
+// A work budget meaning "none given": auto and optimal then follow the
+// default-budget policy (docs/strategies.md §4, default_work_budget in
+// placement.hpp). An explicit time_budget_ms never converts to it: the
+// bindings cap explicit budgets at 2^40 ms.
+constexpr uint64_t kPolicyBudget = UINT64_MAX;
 constexpr uint64_t kGreedyUnitsPerStep = 13;
 
 }  // namespace emel::memory

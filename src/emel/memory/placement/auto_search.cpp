@@ -14,6 +14,10 @@ namespace {
 constexpr size_t kPeakWindowsFrom = 2000;
 // A peak window's search costs at most this many greedy passes.
 constexpr uint64_t kWindowSearchPasses = 4;
+// The default-budget policy (docs/strategies.md §4): what auto and optimal
+// spend when no budget is given.
+constexpr uint64_t kDefaultBudgetMs = 4000;
+constexpr uint64_t kEasyBudgetMs = 200;  // first answer within 0.5% of the bound
 
 std::vector<uint32_t> order_by_offset(const Buffers& b, const Placement& p) {
     std::vector<uint32_t> order(b.count());
@@ -62,11 +66,22 @@ Placement unless_overflow(Pass&& pass, uint32_t& overflowed) {
 
 }  // namespace
 
+uint64_t default_work_budget(const Buffers& b, uint64_t best_end, uint64_t bound) {
+    (void)b;
+    // Within 0.5% of the bound already: no budget can gain more than that.
+    if (best_end <= bound + bound / 200) return kEasyBudgetMs * kWorkUnitsPerMs;
+    // Else the answer the issue measures against: smaller budgets leave random
+    // lifetimes of every size above it (uniform 1,000 buffers, seed 1: 1.0207
+    // of the bound at 2,000 ms, 1.0144 at 4,000; 10^4: 1.0632 -> 1.0314).
+    // Where it is proven optimal sooner, the run stops there.
+    return kDefaultBudgetMs * kWorkUnitsPerMs;
+}
+
 namespace {
 
 // auto without a capacity target: the portfolio, the exact search on small
 // instances, then local search over greedy orders.
-Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
+Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     const uint64_t bound = buffers_lower_bound(b);
     // The portfolio, in tie-break order.
     uint32_t overflowed = kNoOverflow;
@@ -102,11 +117,21 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // only when it still fits in the budget, so the wall time stays within the
     // budget plus this first pass, whatever the instance's size.
     const uint64_t pass = std::max<uint64_t>(first_pass.work, 1);
+    // No budget given: the default-budget policy, from the instance and its
+    // first answer (deterministic: both are the same on every machine).
+    const bool policy = work_budget == kPolicyBudget;
+    if (policy) work_budget = default_work_budget(b, std::min(best.end, first_pass.end), bound);
+    // Under the policy's full budget the run also ends once the answer is
+    // within 0.5% of the bound: no budget can gain more than that (S_1 ends
+    // after its live-peak pass, 1.0026 of the bound, at 1,561 ms of work).
+    const uint64_t good_enough =
+        policy && work_budget > kEasyBudgetMs * kWorkUnitsPerMs ? bound + bound / 200 : 0;
     auto room_for_a_pass = [&] { return work + pass <= work_budget; };
     // At the bound nothing can be smaller: no pass is worth its work.
     // The exact search below may prove more than the peak of live bytes.
     uint64_t proven = bound;
-    auto worth_a_pass = [&] { return best.end > proven && room_for_a_pass(); };
+    auto done = [&] { return best.end <= std::max(proven, good_enough); };
+    auto worth_a_pass = [&] { return !done() && room_for_a_pass(); };
     // A later pass wins only below the best so far (ties keep the earlier):
     // it is given up as soon as its end reaches the best's, which on large
     // traces saves most of a losing pass (the first pass is always whole: it
@@ -162,7 +187,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     // the top lives too long to free around it (the idealloc traces) they
     // give up at once.
     auto try_windows = [&](uint64_t share) {
-        if (b.count() <= kPeakWindowsFrom || best.end <= proven || work >= work_budget) return;
+        if (b.count() <= kPeakWindowsFrom || done() || work >= work_budget) return;
         const uint64_t before = best.end;
         improve_by_windows(b, best, share, work);
         if (best.end < before) best_order.clear();
@@ -189,7 +214,11 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
         p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order, as in the search
         consider(std::move(p), &by_offset);
     }
-    if (worth_a_pass()) consider(greedy(by_size, Fit::Best, to_win()), &by_size);
+    bool size_best_fit_ran = false;
+    if (worth_a_pass()) {
+        size_best_fit_ran = true;
+        consider(greedy(by_size, Fit::Best, to_win()), &by_size);
+    }
     if (worth_a_pass()) {
         Placement p = greedy(by_conflict, Fit::First, to_win());
         p.method = "greedy_by_conflict_size_first_fit";
@@ -224,7 +253,7 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
     const bool search_fits =
         b.count() <= kPeakWindowsFrom || (b.count() <= kSearchUpTo && holds_a_descent());
     bool search_ran = false;
-    if (best.end > bound && search_fits && search_budget > 0) {
+    if (!done() && search_fits && search_budget > 0) {
         search_ran = true;
         Placement p = unless_overflow(
             [&] { return place_optimal(b, search_budget, 0, &best, search_budget / 4); }, overflowed);
@@ -273,6 +302,17 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t work_budget) {
             best_order = std::move(order);
         }
     }
+    // auto is never larger than a single pass of emel's own (best_fit and
+    // greedy by size with first fit ran first; docs/strategies.md §4): greedy
+    // by size with best fit, when the budget did not reach it, runs last,
+    // outside the budget, given up as soon as it cannot win (S_1 at 1,000 ms:
+    // 1.0167 -> 1.0158 of the bound). Its work is counted only when it wins,
+    // so wherever the answer is what it was, so is the work.
+    if (!size_best_fit_ran && best.end > proven) {
+        Placement p = greedy(by_size, Fit::Best, to_win());
+        if (p.abandoned || p.end >= best.end) p.work = 0;
+        consider(std::move(p), &by_size);
+    }
     best.work = work;
     best.lower_bound = std::max(best.lower_bound, proven);
     return best;
@@ -284,6 +324,8 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     // A capacity is a target to try, never a handicap: the untargeted answer
     // is always computed, and only when it misses the target does a second
     // budget go to an exact search aimed at the target (docs/strategies.md §4).
+    // With no budget given (kPolicyBudget) the policy sets it after the first
+    // pass; the targeted search below gets the same.
     Placement best = place_auto_untargeted(b, work_budget);
     // Whatever the winner, the peak of live bytes is a proven bound, and an
     // answer that meets it is proven optimal.

@@ -918,6 +918,10 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
     Placement best = place_greedy(b, order_by_size(b), Fit::Best);
     uint64_t work = best.work;
+    // No budget given: the default-budget policy (docs/strategies.md §4).
+    if (work_budget == kPolicyBudget)
+        work_budget = default_work_budget(b, std::min(best.end, incumbent ? incumbent->end : best.end),
+                                          buffers_lower_bound(b));
     if (incumbent && incumbent->end < best.end) {
         best.offset = incumbent->offset;
         best.end = incumbent->end;

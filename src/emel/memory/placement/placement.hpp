@@ -82,8 +82,14 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
 Placement place_best_fit(const Buffers& b);
 // tmmu on bare buffers: slot colouring, aligned prefix sums (tmmu.cpp).
 Placement place_slots(const Buffers& b);
-// §4: portfolio + bounded search (auto_search.cpp).
+// §4: portfolio + bounded search (auto_search.cpp). A work_budget of
+// kPolicyBudget (none given) follows default_work_budget.
 Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target = 0);
+// §4, the default-budget policy: the work budget of auto and optimal when none
+// is given, from the instance's size, its first greedy answer `best_end` and
+// its lower bound. Deterministic: the same instance gets the same budget on
+// every machine.
+uint64_t default_work_budget(const Buffers& b, uint64_t best_end, uint64_t bound);
 // §5: branch and bound (optimal_search.cpp). `target`: a capacity to try first
 // (0: start at the lower bound); `incumbent`: a placement to beat. Instances of
 // more than kSearchUpTo buffers, or more than kSearchMaxConflicts pairs live

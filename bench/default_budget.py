@@ -1,0 +1,99 @@
+"""auto at its default budget (no time_budget_ms: the policy, docs/strategies.md §4) against
+explicit budgets, on the bench's instances: size over the lower bound, work and wall time.
+
+    python bench/default_budget.py                       # default vs 1,000 vs 4,000 ms
+    python bench/default_budget.py --budgets default,500,1000,2000,4000 --names S_1,D
+
+Instances: MiniMalloc's challenging A-K, the idealloc traces (S_1, Y_1, pangu_2.6B) and the
+seeded synthetic traces (uniform and transformer, 10^3..10^5 buffers), placed with
+``emel.memory.place(lower, upper, size, strategy="auto")`` and no capacity (the default call).
+The table gives each budget's size / bound and wall seconds, and the default's size over the
+4,000 ms answer (the target: at most 1.005). Wall times are one run each on whatever machine
+runs this (noisy when the machine is shared); sizes and work are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_json  # noqa: E402
+from peers import load_instances  # noqa: E402
+
+GROUPS = ("challenging", "idealloc", "synthetic")
+SIZES = (10**3, 10**4, 10**5)
+FAMILIES = ("uniform", "transformer")
+
+
+def parse_budgets(text: str) -> list:
+    return [None if b == "default" else int(b) for b in text.split(",") if b]
+
+
+def label(budget) -> str:
+    return "default" if budget is None else str(budget)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budgets", default="default,1000,4000",
+                    help="comma-separated budgets in ms; 'default' is no time_budget_ms (the policy)")
+    ap.add_argument("--groups", default=",".join(GROUPS))
+    ap.add_argument("--names", default="", help="only these instances (e.g. S_1,D,uniform-10k)")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/default_budget.json)")
+    args = ap.parse_args(argv)
+    import emel.memory as mm
+
+    load_before = os.getloadavg()[0]
+    budgets = parse_budgets(args.budgets)
+    names = [n for n in args.names.split(",") if n]
+    instances = load_instances(args.groups.split(","), names, [int(s) for s in args.sizes.split(",")],
+                               FAMILIES, args.seed)
+    rows = []
+    for inst in instances:
+        row = {"instance": inst.label, "buffers": len(inst.size), "bound": inst.bound, "runs": {}}
+        for b in budgets:
+            kw = {} if b is None else {"time_budget_ms": b}
+            t0 = time.perf_counter()
+            p = mm.place(inst.lower, inst.upper, inst.size, strategy="auto", **kw)
+            wall = time.perf_counter() - t0
+            row["runs"][label(b)] = {"size": p.size, "ratio": p.size / inst.bound, "wall_s": wall,
+                                     "work": p.work, "method": p.method, "optimal": p.optimal}
+            print(f"{inst.label:28s} {label(b):>8s} {p.size / inst.bound:.5f} {wall:6.2f} s "
+                  f"{p.method}{' (optimal)' if p.optimal else ''}", flush=True)
+        if "default" in row["runs"] and "4000" in row["runs"]:
+            row["default_over_4000"] = row["runs"]["default"]["size"] / row["runs"]["4000"]["size"]
+        rows.append(row)
+
+    flat = []
+    for r in rows:
+        f = {"instance": r["instance"], "buffers": r["buffers"]}
+        for b in budgets:
+            run = r["runs"][label(b)]
+            f[f"r_{label(b)}"], f[f"t_{label(b)}"] = run["ratio"], run["wall_s"]
+        f["vs4000"] = r.get("default_over_4000")
+        flat.append(f)
+    cols = [("instance", "instance", ""), ("buffers", "buffers", ",")]
+    for b in budgets:
+        cols += [(f"r_{label(b)}", f"{label(b)}/bound", ".4f"), (f"t_{label(b)}", "s", ".2f")]
+    if any(f["vs4000"] is not None for f in flat):
+        cols.append(("vs4000", "default/4000", ".4f"))
+    print()
+    print_table(flat, cols)
+    worst = max((f["vs4000"] for f in flat if f["vs4000"] is not None), default=None)
+    if worst is not None:
+        print(f"\nworst default / 4000: {worst:.4f} (target: at most 1.005)")
+    print(f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} (wall times are noisy on a shared machine)")
+    write_json("default_budget", {"command": "python bench/default_budget.py " + " ".join(argv or sys.argv[1:]),
+                                  "budgets": [label(b) for b in budgets],
+                                  "load_average": [load_before, os.getloadavg()[0]], "rows": rows}, args.out)
+
+
+if __name__ == "__main__":
+    main()
