@@ -18,12 +18,9 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import print_table, write_json  # noqa: E402
-from peers import load_instances  # noqa: E402
+from _common import print_table, write_json  # bench/, the script's own folder
+from peers import load_instances
 
 GROUPS = ("challenging", "idealloc", "synthetic")
 SIZES = (10**3, 10**4, 10**5)

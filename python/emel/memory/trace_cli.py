@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     for q in (rec, ver):
         q.add_argument("--fit", choices=("best", "first"), default="best")
         q.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
-                       help="work budget of auto and optimal (default: the default-budget policy)")
+                       help="work budget of auto and optimal (default: 200 when the first pass is within "
+                        "0.5%% of the lower bound, else 4000; a proven optimum ends it sooner)")
     return p
 
 
