@@ -1,5 +1,7 @@
-"""ExecuTorch's memory planners against emel's on 13 models (bench/executorch_planners.py:
-not executorch.py, which would shadow the executorch package on sys.path).
+"""ExecuTorch's memory planners against emel's on 13 models.
+
+(Named executorch_planners.py: a module named executorch beside the scripts
+would shadow the executorch package on sys.path.)
 
 Each model (bench/executorch_models.py) is exported once and planned by
 ExecuTorch's default pass (``greedy``), greedy without overlapping
