@@ -27,7 +27,7 @@ def test_bundled_examples_are_the_data_copies():
 
 
 def test_nothing_reads_beside_the_checkout_or_edits_sys_path():
-    """A user's clone has no ../shared; the tests' and benches' imports come
+    """A user's clone has nothing beside it (no shared folder); the tests' and benches' imports come
     from pytest's pythonpath (pyproject.toml) or the script's own folder, not
     from sys.path edits."""
     beside = re.compile(r"\.\./shared|parents\[2\]\s*/\s*\"shared\"|\.parent\s*/\s*\"shared\"")
