@@ -324,3 +324,22 @@ def test_peak_of_tensors_near_2_64_bytes_is_exact():
     assert act.lower_bound == 2**63 + 5 + 2**62
     assert plan.peak(arena="activations").live_bytes == act.lower_bound <= act.size
     assert plan.peak().tensors[0].id == "big" and plan.peak().tensors[0].bytes == 2**63 + 5
+
+
+def test_a_storage_saved_through_a_view_is_a_saved_activation():
+    """The flag sits on the view (a training import saves `detach(h)`), the
+    bytes are the base's: peak() files them under saved activations."""
+    g = mm.Graph(name="saved-view")
+    g.tensor("x", [256], role="input")
+    g.tensor("w", [256], role="parameter")
+    g.tensor("h", [256])                                          # the storage
+    g.tensor("hd", [256], view_of="h", saved_for_backward=True)   # detach(h), kept for backward
+    g.tensor("y", [256], role="output")
+    g.tensor("gw", [256], role="gradient")
+    g.node("fwd", "mul", ["x", "w"], ["h"], phase="forward")
+    g.node("detach", "detach", ["h"], ["hd"], phase="forward")
+    g.node("loss", "sum", ["h"], ["y"], phase="forward")
+    g.node("bwd", "mul_backward", ["y", "hd"], ["gw"], phase="backward")
+    report = mm.plan(g, mode="backward").peak(top=10)
+    assert {t.id: t.category for t in report.tensors}["h"] == "saved_activations"
+    assert report.breakdown["saved_activations"] == 1024 and report.breakdown["temporaries"] == 0

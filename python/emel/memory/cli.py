@@ -255,7 +255,8 @@ def overhead_notes(result) -> list[str]:
     """A line for each figure more than 1% above the peak of live bytes: why,
     and which option lowers it."""
     notes = []
-    for r in result.summary_rows():
+    rows = result.summary_rows()
+    for r in rows:
         if r["persistent"] or r["ratio"] is None or r["ratio"] <= 1.01:
             continue
         head = f"{r['arena']} is {r['ratio']:.3f}x its lower bound: "
@@ -270,7 +271,7 @@ def overhead_notes(result) -> list[str]:
             notes.append(head + f"the search stopped at its work budget having proven no plan "
                                 f"below {format_bytes(r['proven_bound'])}; a larger "
                                 f"--time-budget-ms searches longer")
-    transient = [r["arena"] for r in result.summary_rows() if not r["persistent"]]
+    transient = [r["arena"] for r in rows if not r["persistent"]]
     live = result.peak(top=0).live_bytes if result.graph is not None else 0
     if live and result.total_bytes > 1.01 * live:
         head = (f"total {format_bytes(result.total_bytes)} is {result.total_bytes / live:.3f}x the "

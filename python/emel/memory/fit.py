@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 from .errors import PlanError, is_int
 from .formats import format_bytes
 from .graph import Graph, load_graph
-from .planning import MODES, STRATEGIES, plan
+from .planning import MODES, STRATEGIES, mode_hint, plan
 from .symbolic import is_symbolic
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
@@ -316,6 +316,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .cli import check_output_path, layout_of, parse_input_shapes, write_output
+    from .import_cli import check_training_flags
     p = _parser()
     args = p.parse_args(argv)
     try:
@@ -328,10 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     if (args.model is None) == (args.torch is None):
         p.error("give a MODEL file or --torch MODULE:FUNCTION (one of them)")
-    if (args.training or args.optimizer) and args.torch is None:
-        p.error("--training and --optimizer apply to --torch models")
-    if args.optimizer and not args.training:
-        p.error("--optimizer applies to --training")
+    check_training_flags(p, args)
     mode = args.mode or ("backward" if args.training else "inference")
     kwargs = {"mode": mode, "strategy": args.strategy, "arena_layout": layout_of(args)}
     try:
@@ -346,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
             if shapes:
                 raise ValueError("--input-shape applies to ONNX models only")
             graph = load_graph(args.model)
-            from .planning import mode_hint
             hint = mode_hint(graph, mode)
             if hint:
                 print(f"emel-fit: {hint}", file=sys.stderr)

@@ -46,6 +46,15 @@ def add_optimizer_option(p: argparse.ArgumentParser) -> None:
                         "(" + "; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NAMES.items()) + ")")
 
 
+def check_training_flags(p: argparse.ArgumentParser, args) -> None:
+    """--training and --optimizer go with --torch, and --optimizer with --training
+    (emel-import and emel-fit alike)."""
+    if (args.training or args.optimizer) and args.torch is None:
+        p.error("--training and --optimizer apply to --torch models")
+    if args.optimizer and not args.training:
+        p.error("--optimizer applies to --training")
+
+
 def load_factory(spec: str):
     """The function ``MODULE:FUNCTION`` names: an importable module (one beside
     the caller included, as `python -m` finds it) or a ``.py`` file's path."""
@@ -99,10 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if sum(x is not None for x in (args.model, args.torch, args.example)) != 1:
         p.error("give an ONNX MODEL file, --torch MODULE:FUNCTION or --example NAME (one of them)")
-    if args.training and args.torch is None:
-        p.error("--training applies to --torch models")
-    if args.optimizer and not args.training:
-        p.error("--optimizer applies to --training")
+    check_training_flags(p, args)
     try:
         shapes = parse_input_shapes(args.input_shape)
         check_output_path(args.output, "-o")

@@ -142,8 +142,9 @@ def add_optimizer_step(graph: Graph, optimizer: Any, names: list[str], grad_of: 
         node(pid, "div", [root], [denom])
         node(pid, f"{kind.name}_update", reads + [exp_avg, exp_avg_sq, denom], [])
     if graph.execution_order is not None:   # the step runs last, in the order added
+        ordered = set(graph.execution_order)
         graph.execution_order = list(graph.execution_order) + [
-            n["id"] for n in graph.nodes if n["id"] not in set(graph.execution_order)]
+            n["id"] for n in graph.nodes if n["id"] not in ordered]
     return state_bytes
 
 

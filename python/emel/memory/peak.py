@@ -105,20 +105,14 @@ def _share(n: int, total: int) -> str:
     return f"{n / total:.1%}" if total else "-"
 
 
-def saved_storages(graph) -> frozenset:
+def saved_storages(plan, graph) -> frozenset:
     """The storage tensors kept for backward: those flagged saved_for_backward
-    and those a flagged view (or a view of a view) lives in. A training import
-    often saves a layer's output through `detach` or `view`, so the flag sits
-    on the view while the bytes are the base's."""
-    base = {t["id"]: t["view_of"]["base"] for t in graph.tensors if "view_of" in t}
-    saved = set()
-    for t in graph.tensors:
-        if t.get("saved_for_backward"):
-            tid, hops = t["id"], 0
-            while tid in base and hops <= len(base):  # the graph is validated: no view cycle
-                tid, hops = base[tid], hops + 1
-            saved.add(tid)
-    return frozenset(saved)
+    and those a flagged view (or a view of a view) lives in, by the plan's own
+    view roots. A training import often saves a layer's output through
+    `detach` or `view`, so the flag sits on the view while the bytes are the base's."""
+    flagged = {t["id"] for t in graph.tensors if t.get("saved_for_backward")}
+    ids, root = plan.tensor_ids, np.asarray(plan._core.root).tolist()
+    return frozenset(ids[root[i]] for i, tid in enumerate(ids) if tid in flagged)
 
 
 def category(entry: dict, saved: frozenset = frozenset()) -> str:
@@ -217,7 +211,7 @@ def peak(plan, arena: str | None = None, top: int = 10) -> PeakReport:
     arena_of = np.asarray(plan._core.arena_of)
     ids = plan.tensor_ids
 
-    saved = saved_storages(graph)
+    saved = saved_storages(plan, graph)
     breakdown = dict.fromkeys(CATEGORIES, 0)
     for i, size in zip(live.tolist(), sizes.tolist()):
         breakdown[category(entries[ids[i]], saved)] += size

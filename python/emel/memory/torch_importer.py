@@ -156,11 +156,12 @@ class _ModuleTracker:
         return out
 
 
-def _user_frame(exc) -> str | None:
+def _user_frame(torch, exc) -> str | None:
     """'file.py:12 in forward: if y.sum() > 0:' for the innermost frame of the
     traceback outside torch and emel: the user's line that failed."""
     import traceback
-    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (_torch_module(), _emel_module()))
+    emel_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skip = (os.path.dirname(torch.__file__) + os.sep, emel_dir + os.sep)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)
               and not f.filename.startswith("<")]
     if not frames:
@@ -169,14 +170,9 @@ def _user_frame(exc) -> str | None:
     return f"{f.filename}:{f.lineno} in {f.name}" + (f": {f.line.strip()}" if f.line else "")
 
 
-def _torch_module():
-    import torch
-    return torch
-
-
-def _emel_module():
-    import emel
-    return emel
+def _inside(module: str | None) -> str:
+    """Where an op ran, for a refusal: its module path, or the top-level forward."""
+    return f"module {module!r}" if module else "the model's forward"
 
 
 def _tracing_error(torch, exc, module: str | None) -> PlanError | None:
@@ -191,9 +187,9 @@ def _tracing_error(torch, exc, module: str | None) -> PlanError | None:
                               getattr(torch._subclasses.fake_tensor, "DataDependentOutputException", None))
                   if k is not None)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    where = _user_frame(exc)
+    where = _user_frame(torch, exc)
     at = f" at {where}" if where else ""
-    inside = f"module {module!r}" if module else "the model's forward"
+    inside = _inside(module)
     if isinstance(exc, kinds):
         return PlanError("INVALID_IR_SHAPES",
                          f"from_torch: {inside} depends on tensor values{at} ({type(exc).__name__}: "
@@ -251,8 +247,8 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     if optimizer is not None and not training:
         raise ValueError("from_torch: optimizer= needs training=True (the optimizer steps after the backward pass)")
-    if optimizer is not None:
-        optimizer_kind(optimizer)   # an unsupported optimizer is refused before tracing
+    # An unsupported optimizer is refused before tracing.
+    step_kind = optimizer_kind(optimizer) if optimizer is not None else None
     if training and not trainable:
         raise ValueError("from_torch(training=True): the model has no parameter that requires grad")
 
@@ -316,7 +312,7 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     if optimizer is not None:
         names = [n for n in optimized_parameters(optimizer, params) if n in trainable]
         add_optimizer_step(graph, optimizer, names, grad_of)
-        graph.source += f"; optimizer step: {optimizer_kind(optimizer).name}"
+        graph.source += f"; optimizer step: {step_kind.name}"
     return graph
 
 
@@ -516,11 +512,10 @@ def _check_static(value, fx_node, module: str | None) -> None:
     dims = list(value.shape) + [value.storage_offset()]
     if all(isinstance(d, int) or (isinstance(d, torch.SymInt) and d.node.is_constant()) for d in dims):
         return
-    inside = f"module {module!r}" if module else "the model's forward"
     raise PlanError("INVALID_IR_SHAPES",
-                    f"from_torch: op {fx_node.target} (node {fx_node.name!r}) in {inside} returns "
-                    f"a tensor of shape "
-                    f"{[str(d) for d in value.shape]}: its size depends on tensor values, which "
+                    f"from_torch: op {fx_node.target} (node {fx_node.name!r}) in {_inside(module)} "
+                    f"returns a tensor of shape {[str(d) for d in value.shape]}: its size depends "
+                    f"on tensor values, which "
                     f"tracing does not compute. Bound the size instead (e.g. torch.where(mask, x, 0) "
                     f"or a top-k of fixed k in place of x[mask]), or switch the op off for planning "
                     f"(a Hugging Face model's train-time masking or layerdrop: its config)",

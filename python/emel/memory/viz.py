@@ -111,7 +111,7 @@ def _roles(plan, graph) -> list[str]:
     graph = graph if graph is not None else getattr(plan, "graph", None)
     if graph is not None:
         graph = load_graph(graph)
-        saved = saved_storages(graph)
+        saved = saved_storages(plan, graph)
         by_id = {t["id"]: ("saved activation" if t["role"] == "activation" and t["id"] in saved
                            else t["role"]) for t in graph.tensors}
         return [by_id.get(tid, "activation") for tid in plan.tensor_ids]
