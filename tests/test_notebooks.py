@@ -1,6 +1,7 @@
-"""The notebooks in notebooks/ run top to bottom (nbclient, a fresh Python kernel)."""
+"""The notebooks in notebooks/ run top to bottom (nbclient, a fresh Python kernel) and show what they say."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,27 @@ def test_notebook_runs(path, monkeypatch):
     client.execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
+    CHECKS[path.name](outputs)
+
+
+def _explore_a_plan(outputs):
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 2, "the plan and the strategies must be drawn"
     html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert any(h.startswith("<div><b>Graph</b>") for h in html)
     assert any(h.startswith("<div><b>Plan</b>") for h in html)
+
+
+def _executorch_planner(outputs):
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    numbers = {m.group(1).strip(): int(m.group(2).replace(",", ""))
+               for m in re.finditer(r"^(ExecuTorch default|emel|lower bound)\s*:\s*([\d,]+) bytes", text, re.M)}
+    assert set(numbers) == {"ExecuTorch default", "emel", "lower bound"}, text
+    assert numbers["lower bound"] <= numbers["emel"] <= numbers["ExecuTorch default"]
+    assert "bit-identical: True" in text
+    assert "re-planned program, bit-identical: True" in text
+    assert re.search(r"forward: mem_id 1, \d+ tensors, [\d,]+ -> [\d,]+ bytes", text)
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the comparison must be drawn"
+
+
+CHECKS = {"01-explore-a-plan.ipynb": _explore_a_plan, "02-executorch-planner.ipynb": _executorch_planner}
