@@ -1,0 +1,90 @@
+"""Tiny random-weight GGUF files for llama.cpp ground truth and emel's tests.
+
+A model here is a dict of hyperparameters (see TINY_MODELS); `write_tiny_gguf`
+writes it with the `gguf` package (llama.cpp's own writer): byte-level SPM
+vocabulary (<unk>, <s>, </s> and the 256 byte tokens), F32 norms and biases,
+the matrices in `weight_type` (F16 by default), random values. The files are
+a few hundred KB, and llama.cpp loads and runs them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+#: The grid's models: name -> hyperparameters. "tied": no output.weight
+#: (llama.cpp reuses token_embd); qwen2 has Q/K/V biases.
+TINY_MODELS = {
+    "llama-gqa": dict(arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
+                      n_ctx_train=8192, tied=False),
+    "llama-mha-tied": dict(arch="llama", n_embd=96, n_head=3, n_head_kv=3, n_ff=256, n_layer=3,
+                           n_ctx_train=4096, tied=True),
+    "qwen2": dict(arch="qwen2", n_embd=64, n_head=4, n_head_kv=1, n_ff=192, n_layer=2,
+                  n_ctx_train=32768, tied=True),
+}
+
+N_VOCAB = 259  # <unk> <s> </s> + 256 bytes
+
+
+def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
+                    n_ctx_train=4096, tied=False, weight_type="f16", seed=0) -> Path:
+    """Write one tiny model; returns its path."""
+    import gguf
+
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+    n_embd_kv = head_dim * n_head_kv
+    wdtype = {"f16": np.float16, "f32": np.float32}[weight_type]
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_count(head_dim)
+    w.add_file_type(1 if weight_type == "f16" else 0)
+    w.add_tokenizer_model("llama")
+    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * N_VOCAB)
+    w.add_token_types([2, 3, 3] + [6] * 256)  # UNKNOWN, CONTROL, CONTROL, BYTE
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+    def mat(name, rows, cols):  # numpy (rows, cols) = ggml ne (cols, rows)
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.02).astype(wdtype))
+
+    def vec(name, n, one=False):
+        w.add_tensor(name, (np.ones(n) if one else rng.standard_normal(n) * 0.02).astype(np.float32))
+
+    mat("token_embd.weight", N_VOCAB, n_embd)
+    vec("output_norm.weight", n_embd, one=True)
+    if not tied:
+        mat("output.weight", N_VOCAB, n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        vec(b + "attn_norm.weight", n_embd, one=True)
+        mat(b + "attn_q.weight", n_embd, n_embd)
+        mat(b + "attn_k.weight", n_embd_kv, n_embd)
+        mat(b + "attn_v.weight", n_embd_kv, n_embd)
+        if arch == "qwen2":
+            vec(b + "attn_q.bias", n_embd)
+            vec(b + "attn_k.bias", n_embd_kv)
+            vec(b + "attn_v.bias", n_embd_kv)
+        mat(b + "attn_output.weight", n_embd, n_embd)
+        vec(b + "ffn_norm.weight", n_embd, one=True)
+        mat(b + "ffn_gate.weight", n_ff, n_embd)
+        mat(b + "ffn_up.weight", n_ff, n_embd)
+        mat(b + "ffn_down.weight", n_embd, n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
