@@ -18,9 +18,10 @@ import numpy as np
 TINY_MODELS = {
     "llama-gqa": dict(arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
                       n_ctx_train=8192, tied=False),
-    "llama-mha-tied": dict(arch="llama", n_embd=96, n_head=3, n_head_kv=3, n_ff=256, n_layer=3,
+    # head_dim 64: a quantized KV cache gets llama.cpp's Hadamard rotation
+    "llama-mha-tied": dict(arch="llama", n_embd=128, n_head=2, n_head_kv=2, n_ff=128, n_layer=3,
                            n_ctx_train=4096, tied=True),
-    "qwen2": dict(arch="qwen2", n_embd=64, n_head=4, n_head_kv=1, n_ff=192, n_layer=2,
+    "qwen2": dict(arch="qwen2", n_embd=128, n_head=2, n_head_kv=1, n_ff=192, n_layer=2,
                   n_ctx_train=32768, tied=True),
 }
 

@@ -81,7 +81,8 @@ def _view(a: T, ne, nb, offset: int, op: str, src) -> T:
     root, offs = a, offset
     if a.view_src is not None:
         root, offs = a.view_src, offset + a.view_offs
-    return T(a.type, _ne4(ne), tuple(nb), op=op, src=list(src), view_src=root, view_offs=offs)
+    return T(a.type, _ne4(ne), tuple(nb), op=op, src=list(src), view_src=root, view_offs=offs,
+             has_data=root.has_data)  # ggml_view points a view of a buffer's tensor into that buffer
 
 
 def dup_tensor(a: T, op: str, src) -> T:

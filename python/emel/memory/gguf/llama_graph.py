@@ -1,0 +1,183 @@
+"""llama.cpp's compute graph for the llama family (llama, qwen2), built as
+llama.cpp builds it (src/models/llama.cpp, qwen2.cpp and the helpers in
+src/llama-graph.cpp, llama-kv-cache.cpp), shapes only.
+
+The order of `build_forward_expand` calls is llama.cpp's: it decides the
+node and leaf order, and so what ggml-alloc reuses. Weights and the KV cache
+have data (they live in their own buffers); the inputs are flagged INPUT and
+the two results (result_norm, result_output) OUTPUT, as in llama.cpp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ggml_ops as g
+from .reader import ModelInfo
+
+OUTPUT = 2
+#: ggml types whose K (or V) cache llama.cpp rotates with a Hadamard matrix (attn_rot_k/v).
+QUANTIZED = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """A llama_context configuration, after llama.cpp's own adjustments."""
+    n_ctx: int          # padded to a multiple of 256, as llama.cpp pads it
+    n_batch: int
+    n_ubatch: int
+    n_seq: int
+    flash_attn: bool
+    type_k: str
+    type_v: str
+
+    @property
+    def kv_size(self) -> int:
+        return self.n_ctx
+
+
+def _row_size(type_: str, n: int) -> int:
+    blck, size = g.TYPES[type_]
+    return size * n // blck
+
+
+def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> dict:
+    """The graph llama_context::graph_reserve builds for a ubatch of n_tokens
+    tokens (one sequence) with n_outputs outputs: {"nodes": [...], "leafs": [...]}."""
+    gf: dict = {}
+    expand = lambda t: g.build_forward_expand(gf, t)  # noqa: E731
+    tensors = info.tensors
+    weights: dict = {}
+
+    def w(name):  # a weight leaf, once per name; None when the file lacks it
+        if name not in tensors:
+            return None
+        if name not in weights:
+            ti = tensors[name]
+            weights[name] = g.new_tensor(ti.type, *ti.ne, name=name, has_data=True)
+        return weights[name]
+
+    n_embd, hd, n_head, n_head_kv = info.n_embd, info.head_dim_k, info.n_head, info.n_head_kv
+    n_kv = cfg.kv_size
+    n_embd_k, n_embd_v = info.n_embd_k_gqa, info.n_embd_v_gqa
+    v_trans = not cfg.flash_attn
+
+    # build_inp_embd: both input paths are added (ggml_build_forward_select)
+    inp_tokens = g.set_input(g.new_tensor("i32", n_tokens, name="inp_tokens"))
+    inp_embd = g.set_input(g.new_tensor("f32", n_embd, n_tokens, name="inp_embd"))
+    embd = g.get_rows(w("token_embd.weight"), inp_tokens)
+    expand(embd)
+    expand(inp_embd)
+    inp_pos = g.set_input(g.new_tensor("i32", n_tokens, name="inp_pos"))
+    # build_attn_inp_kv
+    k_idxs = g.set_input(g.new_tensor("i64", n_tokens, name="attn_inp_k_idxs"))
+    v_idxs = g.set_input(g.new_tensor("i64", n_tokens * n_embd_v if v_trans else n_tokens,
+                                      name="attn_inp_v_idxs"))
+    kq_mask = g.set_input(g.new_tensor("f16" if cfg.flash_attn else "f32", n_kv, n_tokens, 1, 1,
+                                       name="attn_inp_kq_mask"))
+    k_rot = v_rot = None
+    if cfg.type_k in QUANTIZED and hd % 64 == 0:
+        nrot = 64
+        while hd % (nrot * 2) == 0:
+            nrot *= 2
+        k_rot = g.set_input(g.new_tensor("f32", nrot, nrot, name="attn_inp_k_rot"))
+    if cfg.type_v in QUANTIZED and info.head_dim_v % 64 == 0:
+        v_rot = g.set_input(g.new_tensor("f32", 64, 64, name="attn_inp_v_rot"))
+    out_ids = g.set_input(g.new_tensor("i32", n_outputs, name="out_ids"))
+
+    def rms_norm_mul(x, weight):
+        return g.unary_like("MUL", g.unary_like("RMS_NORM", x), weight)
+
+    def linear(x, weight, bias=None):
+        y = g.mul_mat(weight, x)
+        return g.unary_like("ADD", y, bias) if bias is not None else y
+
+    def hadamard(x, rot):  # llama_mul_mat_hadamard (x is contiguous here)
+        n = rot.ne[0]
+        r = g.reshape(x, n, _nelements(x) // n)
+        return g.reshape(g.mul_mat(rot, r), *x.ne)
+
+    inpL = embd
+    for il in range(info.n_layer):
+        b = f"blk.{il}."
+        inpSA = inpL
+        cur = rms_norm_mul(inpL, w(b + "attn_norm.weight"))
+        rope_factors = w("rope_freqs.weight")
+        q = g.reshape(linear(cur, w(b + "attn_q.weight"), w(b + "attn_q.bias")), hd, n_head, n_tokens)
+        k = g.reshape(linear(cur, w(b + "attn_k.weight"), w(b + "attn_k.bias")), hd, n_head_kv, n_tokens)
+        v = g.reshape(linear(cur, w(b + "attn_v.weight"), w(b + "attn_v.bias")),
+                      info.head_dim_v, n_head_kv, n_tokens)
+        q = g.unary_like("ROPE", q, inp_pos, *([rope_factors] if rope_factors is not None else []))
+        k = g.unary_like("ROPE", k, inp_pos, *([rope_factors] if rope_factors is not None else []))
+        # build_attn (KV cache)
+        if k_rot is not None:
+            q, k = hadamard(q, k_rot), hadamard(k, k_rot)
+        if v_rot is not None:
+            v = hadamard(v, v_rot)
+        expand(q)
+        expand(v)
+        expand(k)
+        cache_k = g.new_tensor(cfg.type_k, n_embd_k, n_kv, name=f"cache_k_l{il}", has_data=True)
+        cache_v = g.new_tensor(cfg.type_v, n_embd_v, n_kv, name=f"cache_v_l{il}", has_data=True)
+        # cpy_k
+        k2 = g.view(k, (n_embd_k, n_tokens), (k.nb[2],), 0)
+        expand(g.set_rows(cache_k, k2, k_idxs))
+        # cpy_v
+        if not v_trans:
+            v2 = g.view(v, (n_embd_v, n_tokens), (v.nb[2],), 0)
+            expand(g.set_rows(cache_v, v2, v_idxs))
+        else:
+            v2 = g.reshape(v, n_embd_v, n_tokens)
+            v_view = g.reshape(cache_v, 1, _nelements(cache_v))
+            v2 = g.reshape(v2, 1, _nelements(v2))
+            expand(g.set_rows(v_view, v2, v_idxs))
+        # get_k / get_v
+        kk = g.view(cache_k, (hd, n_head_kv, n_kv, 1),
+                    (_row_size(cfg.type_k, hd), _row_size(cfg.type_k, n_embd_k),
+                     _row_size(cfg.type_k, n_embd_k * n_kv)), 0)
+        if not v_trans:
+            vv = g.view(cache_v, (info.head_dim_v, n_head_kv, n_kv, 1),
+                        (_row_size(cfg.type_v, info.head_dim_v), _row_size(cfg.type_v, n_embd_v),
+                         _row_size(cfg.type_v, n_embd_v * n_kv)), 0)
+        else:
+            vv = g.view(cache_v, (n_kv, n_head_kv, info.head_dim_v, 1),
+                        (_row_size(cfg.type_v, n_kv * info.head_dim_v), _row_size(cfg.type_v, n_kv),
+                         _row_size(cfg.type_v, n_kv * n_embd_v)), 0)
+        # build_attn_mha
+        qv = g.view(q, (q.ne[0], q.ne[1], q.ne[2], 1), (q.nb[1], q.nb[2], q.nb[2] * q.ne[2]), 0)
+        qp = g.permute(qv, 0, 2, 1, 3)
+        kp = g.permute(kk, 0, 2, 1, 3)
+        vp = g.permute(vv, 0, 2, 1, 3)
+        if cfg.flash_attn:
+            att = g.flash_attn_ext(qp, kp, vp, kq_mask)
+            att = g.reshape(att, att.ne[0] * att.ne[1], att.ne[2] * att.ne[3])
+        else:
+            kq = g.mul_mat(kp, qp)
+            kq = g.unary_like("SOFT_MAX", kq, kq_mask)
+            kqv = g.mul_mat(vp, kq)
+            perm = g.permute(kqv, 0, 2, 1, 3)
+            att = g.cont(perm, perm.ne[0] * perm.ne[1], perm.ne[2] * perm.ne[3])
+        expand(att)
+        if v_rot is not None:
+            att = hadamard(att, v_rot)
+        cur = linear(att, w(b + "attn_output.weight"), w(b + "attn_output.bias"))
+        if il == info.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inpSA = g.get_rows(inpSA, out_ids)
+        ffn_inp = g.unary_like("ADD", cur, inpSA)
+        cur = rms_norm_mul(ffn_inp, w(b + "ffn_norm.weight"))
+        gate = g.mul_mat(w(b + "ffn_gate.weight"), cur)
+        up = g.mul_mat(w(b + "ffn_up.weight"), cur)
+        cur = g.mul_mat(w(b + "ffn_down.weight"), g.glu_split(gate, up))
+        inpL = g.unary_like("ADD", cur, ffn_inp)
+
+    result_norm = rms_norm_mul(inpL, w("output_norm.weight"))
+    result_norm.flags |= OUTPUT
+    logits = linear(result_norm, w("output.weight") or w("token_embd.weight"), w("output.bias"))
+    logits.flags |= OUTPUT
+    expand(logits)
+    return {"nodes": gf.get("nodes", []), "leafs": gf.get("leafs", [])}
+
+
+def _nelements(t) -> int:
+    return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]
