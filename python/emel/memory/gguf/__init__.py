@@ -106,19 +106,24 @@ def configure(info: ModelInfo, n_ctx: int = 0, n_batch: int = 2048, n_ubatch: in
     if flash_attn not in (True, False, "auto"):
         raise PlanError("INVALID_IR_SHAPES", f"{path}: flash_attn must be True, False or 'auto', "
                                              f"got {flash_attn!r}")
-    fa = flash_attn is True or flash_attn == "auto"   # auto resolves to on for the CPU backend
     type_k, type_v = kv_type, type_v or kv_type
     for name, t in (("kv_type", type_k), ("type_v", type_v)):
         if t not in KV_TYPES:
             raise PlanError("INVALID_IR_SHAPES", f"{path}: {name}={t!r} is not a KV cache type "
                                                  f"(one of {', '.join(KV_TYPES)})")
-    for name, t, head in (("K", type_k, info.head_dim_k), ("V", type_v, info.head_dim_v)):
+    fa = flash_attn is True or flash_attn == "auto"   # auto resolves to on for the CPU backend
+    for name, t, head, width in (("K", type_k, info.head_dim_k, info.n_embd_k_gqa),
+                                 ("V", type_v, info.head_dim_v, info.n_embd_v_gqa)):
         blck = ggml_ops.TYPES[t][0]
-        if head % blck:
+        if width % blck:
             raise PlanError("INVALID_IR_SHAPES",
                             f"{path}: {name} cache type {t} has blocks of {blck} values, which do not "
-                            f"divide the head size {head}; llama.cpp refuses it: use f16 or q8_0 on a "
-                            f"model with a larger head")
+                            f"divide a cache row of {width}; use an f16 cache for this model")
+        if fa and head % blck:  # llama_init_from_model checks the head only with flash attention
+            raise PlanError("INVALID_IR_SHAPES",
+                            f"{path}: {name} cache type {t} has blocks of {blck} values, which do not "
+                            f"divide the head size {head}; llama.cpp refuses it with flash attention: "
+                            f"use an f16 cache, or flash_attn=False with a quantized K only")
     if not fa and ggml_ops.TYPES[type_v][0] > 1:
         raise PlanError("INVALID_IR_SHAPES", f"{path}: a quantized V cache ({type_v}) needs flash "
                                              f"attention (llama.cpp refuses it without): flash_attn=True")
