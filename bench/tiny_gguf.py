@@ -23,6 +23,8 @@ TINY_MODELS = {
                            n_ctx_train=4096, tied=True),
     "qwen2": dict(arch="qwen2", n_embd=128, n_head=2, n_head_kv=1, n_ff=192, n_layer=2,
                   n_ctx_train=32768, tied=True),
+    "llama-q8_0": dict(arch="llama", n_embd=128, n_head=4, n_head_kv=1, n_ff=224, n_layer=2,
+                       n_ctx_train=2048, tied=False, weight_type="q8_0"),
 }
 
 N_VOCAB = 259  # <unk> <s> </s> + 256 bytes
@@ -37,7 +39,8 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     rng = np.random.default_rng(seed)
     head_dim = n_embd // n_head
     n_embd_kv = head_dim * n_head_kv
-    wdtype = {"f16": np.float16, "f32": np.float32}[weight_type]
+    if weight_type not in ("f16", "f32", "q8_0"):
+        raise ValueError(f"weight_type must be f16, f32 or q8_0, got {weight_type!r}")
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(n_ctx_train)
@@ -49,7 +52,7 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(head_dim)
-    w.add_file_type(1 if weight_type == "f16" else 0)
+    w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7}[weight_type])
     w.add_tokenizer_model("llama")
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
     w.add_token_list(tokens)
@@ -60,7 +63,12 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     w.add_unk_token_id(0)
 
     def mat(name, rows, cols):  # numpy (rows, cols) = ggml ne (cols, rows)
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.02).astype(wdtype))
+        values = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
+        if weight_type == "q8_0":
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(name, gguf.quants.quantize(values, q8), raw_dtype=q8)
+        else:
+            w.add_tensor(name, values.astype(np.float16 if weight_type == "f16" else np.float32))
 
     def vec(name, n, one=False):
         w.add_tensor(name, (np.ones(n) if one else rng.standard_normal(n) * 0.02).astype(np.float32))
