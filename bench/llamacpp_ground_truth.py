@@ -40,6 +40,8 @@ N_UBATCH = (1, 96, 512)
 ATTENTION = ((False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16"))
 #: Extra rows: a small n_batch (caps the ubatch) and a context below the ubatch.
 EXTRA = (dict(n_ctx=1024, n_batch=128, n_ubatch=512), dict(n_ctx=200, n_batch=2048, n_ubatch=512))
+#: Several sequences (llama-server's parallel slots): one KV stream each, or one unified cache.
+SEQUENCES = (dict(n_ctx=1000, n_ubatch=300), dict(n_ctx=2048, n_ubatch=512))
 
 
 def run(cmd, **kw):
@@ -94,10 +96,11 @@ def version(tree: Path) -> dict:
     return info
 
 
-def probe(exe: Path, model: Path, n_ctx, n_batch, n_ubatch, fa, type_k, type_v, dump=False) -> dict | None:
+def probe(exe: Path, model: Path, n_ctx, n_batch, n_ubatch, fa, type_k, type_v, n_seq=1, kv_unified=False,
+          dump=False) -> dict | None:
     """One llama.cpp context; None when llama.cpp refuses the configuration."""
-    p = subprocess.run([str(exe), str(model), str(n_ctx), str(n_batch), str(n_ubatch), "1", str(int(fa)),
-                        type_k, type_v, "0", str(int(dump))], capture_output=True, text=True)
+    p = subprocess.run([str(exe), str(model), str(n_ctx), str(n_batch), str(n_ubatch), str(n_seq), str(int(fa)),
+                        type_k, type_v, "0", str(int(dump)), str(int(kv_unified))], capture_output=True, text=True)
     if p.returncode != 0:
         return None
     return json.loads(p.stdout)
@@ -107,9 +110,14 @@ def grid():
     for name, spec in TINY_MODELS.items():
         for n_ctx, n_ubatch, (fa, tk, tv) in itertools.product(N_CTX, N_UBATCH, ATTENTION):
             if n_ctx <= spec["n_ctx_train"]:
-                yield name, dict(n_ctx=n_ctx, n_batch=2048, n_ubatch=n_ubatch, flash_attn=fa, type_k=tk, type_v=tv)
+                yield name, dict(n_ctx=n_ctx, n_batch=2048, n_ubatch=n_ubatch, n_seq=1, kv_unified=False,
+                                 flash_attn=fa, type_k=tk, type_v=tv)
         for extra, (fa, tk, tv) in itertools.product(EXTRA, ATTENTION[:2]):
-            yield name, dict(extra, flash_attn=fa, type_k=tk, type_v=tv)
+            yield name, dict(extra, n_seq=1, kv_unified=False, flash_attn=fa, type_k=tk, type_v=tv)
+        for seqs, n_seq, unified, (fa, tk, tv) in itertools.product(SEQUENCES, (2, 4), (False, True),
+                                                                     ATTENTION[:2]):
+            yield name, dict(seqs, n_batch=2048, n_seq=n_seq, kv_unified=unified, flash_attn=fa,
+                             type_k=tk, type_v=tv)
 
 
 def measure(exe: Path, models_dir: Path) -> list[dict]:
@@ -117,7 +125,7 @@ def measure(exe: Path, models_dir: Path) -> list[dict]:
     for name, cfg in grid():
         path = models_dir / f"{name}.gguf"
         out = probe(exe, path, cfg["n_ctx"], cfg["n_batch"], cfg["n_ubatch"], cfg["flash_attn"],
-                    cfg["type_k"], cfg["type_v"], dump=True)
+                    cfg["type_k"], cfg["type_v"], cfg["n_seq"], cfg["kv_unified"], dump=True)
         row = {"model": name, **cfg}
         if out is None:
             row["refused"] = True
@@ -126,11 +134,12 @@ def measure(exe: Path, models_dir: Path) -> list[dict]:
             if set(bufs) != {"CPU"}:
                 raise RuntimeError(f"{name} {cfg}: buffer types {sorted(bufs)}, expected CPU only")
             cpu = bufs["CPU"]
-            row.update(llama_n_ctx=out["n_ctx"], llama_n_batch=out["n_batch"], llama_n_ubatch=out["n_ubatch"],
+            row.update(llama_n_ctx=out["n_ctx"], llama_n_seq=out["n_seq_max"], llama_n_batch=out["n_batch"], llama_n_ubatch=out["n_ubatch"],
                        model_bytes=cpu["model"], kv_bytes=cpu["context"], output_bytes=out["output"],
                        compute_bytes=cpu["compute"], graph_nodes=len(out["pp"]["nodes"]))
         rows.append(row)
         print(f"  {name:<15} ctx={cfg['n_ctx']:<5} ubatch={cfg['n_ubatch']:<4} batch={cfg['n_batch']:<5} "
+              f"seq={cfg['n_seq']}{'u' if cfg['kv_unified'] else ' '} "
               f"fa={int(cfg['flash_attn'])} kv={cfg['type_k']}/{cfg['type_v']:<5} "
               + ("refused" if out is None else f"compute={row['compute_bytes']:>10,} kv={row['kv_bytes']:>9,}"),
               file=sys.stderr, flush=True)
@@ -142,8 +151,9 @@ def compare(rows: list[dict], models_dir: Path) -> list[dict]:
     from emel.memory import PlanError, from_gguf
     out = []
     for row in rows:
-        kw = dict(n_ctx=row["n_ctx"], n_batch=row["n_batch"], n_ubatch=row["n_ubatch"],
-                  flash_attn=row["flash_attn"], kv_type=row["type_k"], type_v=row["type_v"])
+        kw = dict(n_ctx=row["n_ctx"], n_batch=row["n_batch"], n_ubatch=row["n_ubatch"], n_seq=row["n_seq"],
+                  kv_unified=row["kv_unified"], flash_attn=row["flash_attn"], kv_type=row["type_k"],
+                  type_v=row["type_v"])
         try:
             p = from_gguf(models_dir / f"{row['model']}.gguf", auto=True, **kw)
         except PlanError as e:
@@ -187,16 +197,17 @@ def main(argv=None) -> int:
         args.table.write_text(json.dumps(table, indent=1) + "\n")
         compared = compare(rows, models_dir)
     n_match = sum(r["match"] for r in compared)
-    print(f"{'model':<15} {'n_ctx':>5} {'ubatch':>6} {'fa':>2} {'kv':<10} {'llama.cpp compute':>18} "
+    print(f"{'model':<15} {'n_ctx':>5} {'ubatch':>6} {'seq':>4} {'fa':>2} {'kv':<10} {'llama.cpp compute':>18} "
           f"{'emel (ggml)':>12} {'emel auto':>12} match")
     for r in compared:
         kv = f"{r['type_k']}/{r['type_v']}"
+        seq = f"{r['n_seq']}{'u' if r['kv_unified'] else ''}"
         if r.get("refused"):
-            print(f"{r['model']:<15} {r['n_ctx']:>5} {r['n_ubatch']:>6} {int(r['flash_attn']):>2} {kv:<10} "
+            print(f"{r['model']:<15} {r['n_ctx']:>5} {r['n_ubatch']:>6} {seq:>4} {int(r['flash_attn']):>2} {kv:<10} "
                   f"{'refused':>18} {'PlanError' if r['emel'] == 'PlanError' else r['emel']:>12} {'':>12} "
                   f"{'yes' if r['match'] else 'NO'}")
             continue
-        print(f"{r['model']:<15} {r['n_ctx']:>5} {r['n_ubatch']:>6} {int(r['flash_attn']):>2} {kv:<10} "
+        print(f"{r['model']:<15} {r['n_ctx']:>5} {r['n_ubatch']:>6} {seq:>4} {int(r['flash_attn']):>2} {kv:<10} "
               f"{r['compute_bytes']:>18,} {r.get('emel_compute_bytes', 0):>12,} "
               f"{r.get('emel_compute_bytes_auto') or 0:>12,} {'yes' if r['match'] else 'NO ' + ','.join(r.get('mismatched', []))}")
     print(f"{n_match}/{len(compared)} configurations match llama.cpp exactly "

@@ -69,11 +69,12 @@ static void dump_graph(const char * key, ggml_cgraph * gf) {
 
 int main(int argc, char ** argv) {
     if (argc < 9) {
-        fprintf(stderr, "usage: %s model.gguf n_ctx n_batch n_ubatch n_seq flash_attn(0/1) type_k type_v [mmap] [dump]\n", argv[0]);
+        fprintf(stderr, "usage: %s model.gguf n_ctx n_batch n_ubatch n_seq flash_attn(0/1) type_k type_v [mmap] [dump] [kv_unified]\n", argv[0]);
         return 2;
     }
     const bool use_mmap = argc > 9 ? atoi(argv[9]) != 0 : false;
     const bool dump = argc > 10 ? atoi(argv[10]) != 0 : false;
+    const bool kv_unified = argc > 11 ? atoi(argv[11]) != 0 : false;
     if (!getenv("PROBE_LOG")) llama_log_set(quiet, nullptr);
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
@@ -89,6 +90,7 @@ int main(int argc, char ** argv) {
     cp.flash_attn_type = atoi(argv[6]) ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = type_of(argv[7]);
     cp.type_v = type_of(argv[8]);
+    cp.kv_unified = kv_unified;
     cp.n_threads = 1;
     cp.n_threads_batch = 1;
     llama_context * ctx = llama_init_from_model(model, cp);

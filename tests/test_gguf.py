@@ -31,14 +31,17 @@ def models(tmp_path_factory):
 
 
 def _kwargs(row):
-    return dict(n_ctx=row["n_ctx"], n_batch=row["n_batch"], n_ubatch=row["n_ubatch"],
-                flash_attn=row["flash_attn"], kv_type=row["type_k"], type_v=row["type_v"])
+    return dict(n_ctx=row["n_ctx"], n_batch=row["n_batch"], n_ubatch=row["n_ubatch"], n_seq=row["n_seq"],
+                kv_unified=row["kv_unified"], flash_attn=row["flash_attn"], kv_type=row["type_k"],
+                type_v=row["type_v"])
 
 
 def test_table_covers_the_grid():
     assert TABLE["models"] == TINY_MODELS  # the models the table was measured on are the ones written here
     assert TABLE["llama_cpp"]["commit"]
-    assert len(ROWS) == 148
+    assert len(ROWS) == 212
+    assert {(r["n_seq"], r["kv_unified"]) for r in ROWS} == {(1, False), (2, False), (4, False), (2, True),
+                                                             (4, True)}
     assert {r["model"] for r in ROWS} == set(TINY_MODELS)
     assert {(r["flash_attn"], r["type_k"], r["type_v"]) for r in ROWS} == {
         (False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16")}
@@ -125,8 +128,8 @@ def test_bad_configuration(models):
         from_gguf(m, flash_attn=False, kv_type="q8_0")
     with pytest.raises(PlanError, match="kv_type='q3_k' is not a KV cache type"):
         from_gguf(m, kv_type="q3_k")
-    with pytest.raises(PlanError, match="n_seq=2: only one sequence is modelled"):
-        from_gguf(m, n_seq=2)
+    with pytest.raises(PlanError, match="n_seq=300 is above llama.cpp's limit of 256"):
+        from_gguf(m, n_seq=300)
     with pytest.raises(PlanError, match="n_ubatch must be an integer >= 1"):
         from_gguf(m, n_ubatch=0)
 

@@ -30,6 +30,7 @@ from .reader import MODELLED_ARCHS, ModelInfo, read_model
 __all__ = ["from_gguf", "GGUFPrediction", "read_model", "MODELLED_ARCHS", "KV_TYPES"]
 
 CPU_ALIGNMENT = 32    # ggml-cpu's buffer alignment (TENSOR_ALIGNMENT)
+MAX_SEQ = 256         # LLAMA_MAX_SEQ
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 
@@ -87,7 +88,7 @@ def _pad(n: int, to: int) -> int:
 
 def configure(info: ModelInfo, n_ctx: int = 0, n_batch: int = 2048, n_ubatch: int = 512, n_seq: int = 1,
               flash_attn: bool | str = "auto", kv_type: str = "f16", type_v: str | None = None,
-              allow_long_context: bool = False) -> Config:
+              allow_long_context: bool = False, kv_unified: bool = False) -> Config:
     """llama_context's adjustments of the parameters (llama-context.cpp), with
     PlanErrors where llama.cpp would refuse the configuration."""
     path = info.path
@@ -100,9 +101,9 @@ def configure(info: ModelInfo, n_ctx: int = 0, n_batch: int = 2048, n_ubatch: in
     positive("n_batch", n_batch)
     positive("n_ubatch", n_ubatch)
     positive("n_seq", n_seq)
-    if n_seq != 1:
-        raise PlanError("INVALID_IR_SHAPES", f"{path}: n_seq={n_seq}: only one sequence is modelled yet "
-                                             f"(several give llama.cpp one KV stream each); use n_seq=1")
+    if n_seq > MAX_SEQ:
+        raise PlanError("INVALID_IR_SHAPES", f"{path}: n_seq={n_seq} is above llama.cpp's limit of "
+                                             f"{MAX_SEQ} sequences (LLAMA_MAX_SEQ)")
     if flash_attn not in (True, False, "auto"):
         raise PlanError("INVALID_IR_SHAPES", f"{path}: flash_attn must be True, False or 'auto', "
                                              f"got {flash_attn!r}")
@@ -128,16 +129,25 @@ def configure(info: ModelInfo, n_ctx: int = 0, n_batch: int = 2048, n_ubatch: in
         raise PlanError("INVALID_IR_SHAPES", f"{path}: a quantized V cache ({type_v}) needs flash "
                                              f"attention (llama.cpp refuses it without): flash_attn=True")
     ctx = n_ctx or info.n_ctx_train
-    if ctx > info.n_ctx_train and not allow_long_context:
-        raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
-                        f"{path}: n_ctx={ctx} is above the model's trained context "
-                        f"({info.n_ctx_train}); use n_ctx <= {info.n_ctx_train}, or pass "
-                        f"allow_long_context=True (emel-fit: --allow-long-context) if you extend it "
-                        f"with RoPE scaling")
     batch = min(ctx, n_batch)
     ubatch = min(batch, n_ubatch)
-    return Config(n_ctx=_pad(ctx, 256), n_batch=batch, n_ubatch=ubatch, n_seq=n_seq, flash_attn=fa,
-                  type_k=type_k, type_v=type_v)
+    padded = _pad(ctx, 256)
+    # each sequence gets its own KV stream of n_ctx / n_seq cells, padded again (unless unified)
+    ctx_seq = padded if kv_unified else _pad(padded // n_seq, 256)
+    if ctx_seq == 0:
+        raise PlanError("INVALID_IR_SHAPES", f"{path}: n_ctx={ctx} leaves no cells for each of {n_seq} "
+                                             f"sequences; raise n_ctx or pass kv_unified=True")
+    per_seq = ctx if kv_unified else ctx // n_seq   # what a sequence may hold (before padding)
+    if per_seq > info.n_ctx_train and not allow_long_context:
+        each = "" if n_seq == 1 or kv_unified else f" ({per_seq} per sequence)"
+        raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
+                        f"{path}: n_ctx={ctx}{each} is above the model's trained "
+                        f"context ({info.n_ctx_train}); use n_ctx <= {info.n_ctx_train * (1 if kv_unified else n_seq)}, or pass "
+                        f"allow_long_context=True (emel-fit: --allow-long-context) if you extend it "
+                        f"with RoPE scaling")
+    return Config(n_ctx=ctx_seq if kv_unified else ctx_seq * n_seq, n_batch=batch, n_ubatch=ubatch,
+                  n_seq=n_seq, flash_attn=fa, type_k=type_k, type_v=type_v, kv_unified=kv_unified,
+                  kv_size=ctx_seq)
 
 
 def _to_allocator_graph(graph: dict):
@@ -175,8 +185,8 @@ def compute_buffer(info: ModelInfo, cfg: Config, strategy: str = "ggml", time_bu
 
 def kv_bytes(info: ModelInfo, cfg: Config) -> int:
     """One K and one V tensor per layer, kv_size cells, in one CPU buffer."""
-    k = _row(cfg.type_k, info.n_embd_k_gqa) * cfg.kv_size
-    v = _row(cfg.type_v, info.n_embd_v_gqa) * cfg.kv_size
+    k = _row(cfg.type_k, info.n_embd_k_gqa) * cfg.kv_size * cfg.n_stream
+    v = _row(cfg.type_v, info.n_embd_v_gqa) * cfg.kv_size * cfg.n_stream
     return info.n_layer * (_align(k) + _align(v))
 
 
@@ -197,7 +207,7 @@ def output_bytes(info: ModelInfo, cfg: Config) -> int:
 
 def from_gguf(path, n_ctx: int = 0, n_ubatch: int = 512, n_seq: int = 1, flash_attn: bool | str = "auto",
               kv_type: str = "f16", *, type_v: str | None = None, n_batch: int = 2048,
-              allow_long_context: bool = False, auto: bool = True,
+              kv_unified: bool = False, allow_long_context: bool = False, auto: bool = True,
               time_budget_ms: int = 200) -> GGUFPrediction:
     """Predict llama.cpp's buffers for the GGUF at ``path`` (CPU backend).
 
@@ -206,7 +216,8 @@ def from_gguf(path, n_ctx: int = 0, n_ubatch: int = 512, n_seq: int = 1, flash_a
     type and, unless ``type_v`` is given, the V cache type. ``auto=False``
     skips the `auto` placement of the compute graph (faster)."""
     info = path if isinstance(path, ModelInfo) else read_model(path)
-    cfg = configure(info, n_ctx, n_batch, n_ubatch, n_seq, flash_attn, kv_type, type_v, allow_long_context)
+    cfg = configure(info, n_ctx, n_batch, n_ubatch, n_seq, flash_attn, kv_type, type_v, allow_long_context,
+                    kv_unified)
     n_tokens = min(cfg.n_ctx, cfg.n_ubatch)
     return GGUFPrediction(
         path=info.path, arch=info.arch, n_ctx=cfg.n_ctx, n_batch=cfg.n_batch, n_ubatch=cfg.n_ubatch,

@@ -23,17 +23,20 @@ QUANTIZED = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl"}
 @dataclass(frozen=True)
 class Config:
     """A llama_context configuration, after llama.cpp's own adjustments."""
-    n_ctx: int          # padded to a multiple of 256, as llama.cpp pads it
+    n_ctx: int          # padded to a multiple of 256 (per sequence), as llama.cpp pads it
     n_batch: int
     n_ubatch: int
     n_seq: int
     flash_attn: bool
     type_k: str
     type_v: str
+    kv_unified: bool = False
+    kv_size: int = 0    # cells per KV stream: n_ctx_seq
 
     @property
-    def kv_size(self) -> int:
-        return self.n_ctx
+    def n_stream(self) -> int:
+        """KV streams: one per sequence unless the cache is unified."""
+        return 1 if self.kv_unified else self.n_seq
 
 
 def _row_size(type_: str, n: int) -> int:
@@ -43,7 +46,9 @@ def _row_size(type_: str, n: int) -> int:
 
 def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> dict:
     """The graph llama_context::graph_reserve builds for a ubatch of n_tokens
-    tokens (one sequence) with n_outputs outputs: {"nodes": [...], "leafs": [...]}."""
+    tokens over cfg.n_seq sequences with n_outputs outputs: {"nodes": [...], "leafs": [...]}."""
+    n_seqs = cfg.n_seq
+    n_tokens = -(-n_tokens // n_seqs) * n_seqs   # graph_reserve rounds up to a multiple of n_seqs
     gf: dict = {}
     expand = lambda t: g.build_forward_expand(gf, t)  # noqa: E731
     tensors = info.tensors
@@ -59,6 +64,7 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
 
     n_embd, hd, n_head, n_head_kv = info.n_embd, info.head_dim_k, info.n_head, info.n_head_kv
     n_kv = cfg.kv_size
+    n_stream = cfg.n_stream              # streams of the cache, and of this ubatch (one per sequence)
     n_embd_k, n_embd_v = info.n_embd_k_gqa, info.n_embd_v_gqa
     v_trans = not cfg.flash_attn
 
@@ -73,8 +79,8 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     k_idxs = g.set_input(g.new_tensor("i64", n_tokens, name="attn_inp_k_idxs"))
     v_idxs = g.set_input(g.new_tensor("i64", n_tokens * n_embd_v if v_trans else n_tokens,
                                       name="attn_inp_v_idxs"))
-    kq_mask = g.set_input(g.new_tensor("f16" if cfg.flash_attn else "f32", n_kv, n_tokens, 1, 1,
-                                       name="attn_inp_kq_mask"))
+    kq_mask = g.set_input(g.new_tensor("f16" if cfg.flash_attn else "f32", n_kv, n_tokens // n_stream, 1,
+                                       n_stream, name="attn_inp_kq_mask"))
     k_rot = v_rot = None
     if cfg.type_k in QUANTIZED and hd % 64 == 0:
         nrot = 64
@@ -117,34 +123,37 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
         expand(q)
         expand(v)
         expand(k)
-        cache_k = g.new_tensor(cfg.type_k, n_embd_k, n_kv, name=f"cache_k_l{il}", has_data=True)
-        cache_v = g.new_tensor(cfg.type_v, n_embd_v, n_kv, name=f"cache_v_l{il}", has_data=True)
-        # cpy_k
+        cache_k = g.new_tensor(cfg.type_k, n_embd_k, n_kv, n_stream, name=f"cache_k_l{il}", has_data=True)
+        cache_v = g.new_tensor(cfg.type_v, n_embd_v, n_kv, n_stream, name=f"cache_v_l{il}", has_data=True)
+        # cpy_k (several streams: one 2-d buffer, the row indices are global)
         k2 = g.view(k, (n_embd_k, n_tokens), (k.nb[2],), 0)
-        expand(g.set_rows(cache_k, k2, k_idxs))
+        k_dst = g.reshape(cache_k, n_embd_k, n_kv * n_stream) if n_stream > 1 else cache_k
+        expand(g.set_rows(k_dst, k2, k_idxs))
         # cpy_v
         if not v_trans:
             v2 = g.view(v, (n_embd_v, n_tokens), (v.nb[2],), 0)
-            expand(g.set_rows(cache_v, v2, v_idxs))
+            v_dst = g.reshape(cache_v, n_embd_v, n_kv * n_stream) if n_stream > 1 else cache_v
+            expand(g.set_rows(v_dst, v2, v_idxs))
         else:
             v2 = g.reshape(v, n_embd_v, n_tokens)
             v_view = g.reshape(cache_v, 1, _nelements(cache_v))
             v2 = g.reshape(v2, 1, _nelements(v2))
             expand(g.set_rows(v_view, v2, v_idxs))
         # get_k / get_v
-        kk = g.view(cache_k, (hd, n_head_kv, n_kv, 1),
+        kk = g.view(cache_k, (hd, n_head_kv, n_kv, n_stream),
                     (_row_size(cfg.type_k, hd), _row_size(cfg.type_k, n_embd_k),
                      _row_size(cfg.type_k, n_embd_k * n_kv)), 0)
         if not v_trans:
-            vv = g.view(cache_v, (info.head_dim_v, n_head_kv, n_kv, 1),
+            vv = g.view(cache_v, (info.head_dim_v, n_head_kv, n_kv, n_stream),
                         (_row_size(cfg.type_v, info.head_dim_v), _row_size(cfg.type_v, n_embd_v),
                          _row_size(cfg.type_v, n_embd_v * n_kv)), 0)
         else:
-            vv = g.view(cache_v, (n_kv, n_head_kv, info.head_dim_v, 1),
+            vv = g.view(cache_v, (n_kv, n_head_kv, info.head_dim_v, n_stream),
                         (_row_size(cfg.type_v, n_kv * info.head_dim_v), _row_size(cfg.type_v, n_kv),
                          _row_size(cfg.type_v, n_kv * n_embd_v)), 0)
         # build_attn_mha
-        qv = g.view(q, (q.ne[0], q.ne[1], q.ne[2], 1), (q.nb[1], q.nb[2], q.nb[2] * q.ne[2]), 0)
+        per = q.ne[2] // n_stream
+        qv = g.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per), 0)
         qp = g.permute(qv, 0, 2, 1, 3)
         kp = g.permute(kk, 0, 2, 1, 3)
         vp = g.permute(vv, 0, 2, 1, 3)
