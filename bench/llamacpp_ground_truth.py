@@ -131,12 +131,13 @@ def measure(exe: Path, models_dir: Path) -> list[dict]:
             row["refused"] = True
         else:
             bufs = {b["buft"]: b for b in out["buffers"]}
-            if set(bufs) != {"CPU"}:
-                raise RuntimeError(f"{name} {cfg}: buffer types {sorted(bufs)}, expected CPU only")
-            cpu = bufs["CPU"]
-            row.update(llama_n_ctx=out["n_ctx"], llama_n_seq=out["n_seq_max"], llama_n_batch=out["n_batch"], llama_n_ubatch=out["n_ubatch"],
-                       model_bytes=cpu["model"], kv_bytes=cpu["context"], output_bytes=out["output"],
-                       compute_bytes=cpu["compute"], graph_nodes=len(out["pp"]["nodes"]))
+            if not set(bufs) <= {"CPU", "CPU_REPACK"}:
+                raise RuntimeError(f"{name} {cfg}: buffer types {sorted(bufs)}, expected CPU (and CPU_REPACK)")
+            row.update(llama_n_ctx=out["n_ctx"], llama_n_seq=out["n_seq_max"], llama_n_batch=out["n_batch"],
+                       llama_n_ubatch=out["n_ubatch"], buffer_types=sorted(bufs),
+                       model_bytes=sum(b["model"] for b in bufs.values()),
+                       kv_bytes=sum(b["context"] for b in bufs.values()), output_bytes=out["output"],
+                       compute_bytes=sum(b["compute"] for b in bufs.values()), graph_nodes=len(out["pp"]["nodes"]))
         rows.append(row)
         print(f"  {name:<15} ctx={cfg['n_ctx']:<5} ubatch={cfg['n_ubatch']:<4} batch={cfg['n_batch']:<5} "
               f"seq={cfg['n_seq']}{'u' if cfg['kv_unified'] else ' '} "

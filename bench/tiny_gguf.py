@@ -25,6 +25,10 @@ TINY_MODELS = {
                   n_ctx_train=32768, tied=True),
     "llama-q8_0": dict(arch="llama", n_embd=128, n_head=4, n_head_kv=1, n_ff=224, n_layer=2,
                        n_ctx_train=2048, tied=False, weight_type="q8_0"),
+    # head_dim 128 (Hadamard rotation of 128 for a quantized K); K-quant weights, which
+    # llama.cpp repacks into a CPU_REPACK buffer on AVX2 machines (same bytes)
+    "llama-q4_k": dict(arch="llama", n_embd=256, n_head=2, n_head_kv=1, n_ff=512, n_layer=2,
+                       n_ctx_train=4096, tied=False, weight_type="q4_k"),
 }
 
 N_VOCAB = 259  # <unk> <s> </s> + 256 bytes
@@ -39,8 +43,8 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     rng = np.random.default_rng(seed)
     head_dim = n_embd // n_head
     n_embd_kv = head_dim * n_head_kv
-    if weight_type not in ("f16", "f32", "q8_0"):
-        raise ValueError(f"weight_type must be f16, f32 or q8_0, got {weight_type!r}")
+    if weight_type not in ("f16", "f32", "q8_0", "q4_k"):
+        raise ValueError(f"weight_type must be f16, f32, q8_0 or q4_k, got {weight_type!r}")
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(n_ctx_train)
@@ -52,7 +56,7 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(head_dim)
-    w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7}[weight_type])
+    w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7, "q4_k": 15}[weight_type])
     w.add_tokenizer_model("llama")
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
     w.add_token_list(tokens)
@@ -64,7 +68,11 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
 
     def mat(name, rows, cols):  # numpy (rows, cols) = ggml ne (cols, rows)
         values = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
-        if weight_type == "q8_0":
+        if weight_type == "q4_k":  # random blocks: llama.cpp only sizes them here
+            q4k = gguf.GGMLQuantizationType.Q4_K
+            blocks = rng.integers(0, 256, size=(rows, cols // 256 * 144), dtype=np.uint8)
+            w.add_tensor(name, blocks, raw_dtype=q4k)
+        elif weight_type == "q8_0":
             q8 = gguf.GGMLQuantizationType.Q8_0
             w.add_tensor(name, gguf.quants.quantize(values, q8), raw_dtype=q8)
         else:

@@ -39,7 +39,7 @@ def _kwargs(row):
 def test_table_covers_the_grid():
     assert TABLE["models"] == TINY_MODELS  # the models the table was measured on are the ones written here
     assert TABLE["llama_cpp"]["commit"]
-    assert len(ROWS) == 212
+    assert len(ROWS) == 268
     assert {(r["n_seq"], r["kv_unified"]) for r in ROWS} == {(1, False), (2, False), (4, False), (2, True),
                                                              (4, True)}
     assert {r["model"] for r in ROWS} == set(TINY_MODELS)

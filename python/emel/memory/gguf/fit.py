@@ -3,7 +3,7 @@ buffers fit a memory budget, proven by the prediction at that value and at
 the next one.
 
     emel-fit model.gguf --budget 8GiB --dim ctx [--ubatch 512] [--flash-attn on|off]
-             [--kv-type f16] [--batch 2048] [--min N] [--max N] [--json OUT]
+             [--kv-type f16] [--batch 2048] [--seq N [--kv-unified]] [--min N] [--max N] [--json OUT]
     emel-fit model.gguf --budget 8GiB --dim ubatch --ctx 4096 ...
 
 The need is llama.cpp's total (weights + KV cache + output + compute, the
@@ -66,7 +66,10 @@ def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | No
     config.setdefault("auto", False)
     if dim == "ctx":
         step = CTX_STEP
-        top = info.n_ctx_train if not config.get("allow_long_context") else max(info.n_ctx_train, hi or 0)
+        streams = 1 if config.get("kv_unified") else config.get("n_seq", 1)
+        top = info.n_ctx_train * streams   # each sequence up to the trained context
+        if config.get("allow_long_context"):
+            top = max(top, hi or 0)
         lo_k = max(1, -(-(lo or step) // step))
         hi_k = (hi or top) // step
         make = lambda k: from_gguf(info, n_ctx=k * step, n_ubatch=n_ubatch, **config)  # noqa: E731
@@ -125,6 +128,9 @@ def add_gguf_options(p) -> None:
     g.add_argument("--flash-attn", choices=("on", "off", "auto"), default="auto",
                    help="flash attention (default auto: on, as llama.cpp picks on the CPU)")
     g.add_argument("--kv-type", choices=KV_TYPES, default="f16", help="KV cache type (default f16)")
+    g.add_argument("--seq", type=int, default=1, metavar="N",
+                   help="parallel sequences (llama.cpp's n_seq_max, llama-server's -np; default 1)")
+    g.add_argument("--kv-unified", action="store_true", help="one KV cache shared by the sequences")
     g.add_argument("--allow-long-context", action="store_true",
                    help="search contexts above the model's trained length (RoPE scaling)")
 
@@ -139,6 +145,7 @@ def run(args, budget: int) -> int:
     try:
         answer = fit_gguf(args.model, budget, args.dim, lo=args.min, hi=args.max, n_ctx=args.ctx,
                           n_ubatch=args.ubatch, n_batch=args.batch, flash_attn=fa, kv_type=args.kv_type,
+                          n_seq=args.seq, kv_unified=args.kv_unified,
                           allow_long_context=args.allow_long_context, on_probe=progress)
     except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-fit: {e}", file=sys.stderr)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PlanError
+from . import ggml_ops
 
 #: Architectures whose llama.cpp graph emel builds (llama_model_llama and
 #: llama_model_qwen2 in llama.cpp: the same graph, qwen2 with Q/K/V biases).
@@ -55,9 +56,12 @@ class ModelInfo:
 
 def _require_gguf():
     try:
-        import gguf  # noqa: F401
+        import gguf
     except ImportError as e:
         raise ImportError("reading GGUF files needs the gguf package: pip install 'emel[gguf]'") from e
+    # every ggml type a file may hold (K-quants, i-quants, ...): block size and bytes per block
+    for qtype, (blck, size) in gguf.GGML_QUANT_SIZES.items():
+        ggml_ops.TYPES.setdefault(qtype.name.lower(), (blck, size))
     return gguf
 
 
