@@ -29,20 +29,33 @@ TINY_MODELS = {
     # llama.cpp repacks into a CPU_REPACK buffer on AVX2 machines (same bytes)
     "llama-q4_k": dict(arch="llama", n_embd=256, n_head=2, n_head_kv=1, n_ff=512, n_layer=2,
                        n_ctx_train=4096, tied=False, weight_type="q4_k"),
+    # Q/K RMS norms, a head (64) wider than n_embd / n_head (32)
+    "qwen3": dict(arch="qwen3", n_embd=128, n_head=4, n_head_kv=2, n_ff=192, n_layer=2,
+                  n_ctx_train=40960, tied=True, head_dim=64),
+    # scaled embeddings and Q, GeGLU, a 96-wide head (no Hadamard rotation)
+    "gemma": dict(arch="gemma", n_embd=128, n_head=2, n_head_kv=1, n_ff=256, n_layer=2,
+                  n_ctx_train=8192, tied=True, head_dim=96),
+    # fused QKV and gate+up weights, scaled Q, MHA with 3 heads of 32
+    "phi3": dict(arch="phi3", n_embd=96, n_head=3, n_head_kv=3, n_ff=192, n_layer=2,
+                 n_ctx_train=4096, tied=False),
 }
 
 N_VOCAB = 259  # <unk> <s> </s> + 256 bytes
 
 
 def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
-                    n_ctx_train=4096, tied=False, weight_type="f16", seed=0) -> Path:
-    """Write one tiny model; returns its path."""
+                    n_ctx_train=4096, tied=False, weight_type="f16", head_dim=None, seed=0) -> Path:
+    """Write one tiny model; returns its path. Per architecture, the tensors its
+    llama.cpp loader wants: qwen2 Q/K/V biases, qwen3 Q/K norms, phi3 a fused
+    QKV weight and a fused gate+up weight, gemma tied embeddings."""
     import gguf
 
     path = Path(path)
     rng = np.random.default_rng(seed)
-    head_dim = n_embd // n_head
-    n_embd_kv = head_dim * n_head_kv
+    explicit_head = head_dim is not None
+    head_dim = head_dim or n_embd // n_head
+    n_embd_q, n_embd_kv = head_dim * n_head, head_dim * n_head_kv
+    tied = tied or arch == "gemma"
     if weight_type not in ("f16", "f32", "q8_0", "q4_k"):
         raise ValueError(f"weight_type must be f16, f32, q8_0 or q4_k, got {weight_type!r}")
 
@@ -56,6 +69,9 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(head_dim)
+    if explicit_head:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7, "q4_k": 15}[weight_type])
     w.add_tokenizer_model("llama")
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
@@ -88,17 +104,26 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     for i in range(n_layer):
         b = f"blk.{i}."
         vec(b + "attn_norm.weight", n_embd, one=True)
-        mat(b + "attn_q.weight", n_embd, n_embd)
-        mat(b + "attn_k.weight", n_embd_kv, n_embd)
-        mat(b + "attn_v.weight", n_embd_kv, n_embd)
+        if arch == "phi3":
+            mat(b + "attn_qkv.weight", n_embd_q + 2 * n_embd_kv, n_embd)
+        else:
+            mat(b + "attn_q.weight", n_embd_q, n_embd)
+            mat(b + "attn_k.weight", n_embd_kv, n_embd)
+            mat(b + "attn_v.weight", n_embd_kv, n_embd)
         if arch == "qwen2":
-            vec(b + "attn_q.bias", n_embd)
+            vec(b + "attn_q.bias", n_embd_q)
             vec(b + "attn_k.bias", n_embd_kv)
             vec(b + "attn_v.bias", n_embd_kv)
-        mat(b + "attn_output.weight", n_embd, n_embd)
+        if arch == "qwen3":
+            vec(b + "attn_q_norm.weight", head_dim, one=True)
+            vec(b + "attn_k_norm.weight", head_dim, one=True)
+        mat(b + "attn_output.weight", n_embd, n_embd_q)
         vec(b + "ffn_norm.weight", n_embd, one=True)
-        mat(b + "ffn_gate.weight", n_ff, n_embd)
-        mat(b + "ffn_up.weight", n_ff, n_embd)
+        if arch == "phi3":
+            mat(b + "ffn_up.weight", 2 * n_ff, n_embd)
+        else:
+            mat(b + "ffn_gate.weight", n_ff, n_embd)
+            mat(b + "ffn_up.weight", n_ff, n_embd)
         mat(b + "ffn_down.weight", n_embd, n_ff)
     w.write_header_to_file()
     w.write_kv_data_to_file()

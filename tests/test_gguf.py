@@ -17,7 +17,7 @@ pytest.importorskip("gguf")
 
 from emel.memory import PlanError, from_gguf  # noqa: E402
 from emel.memory.fit import main as fit_main  # noqa: E402
-from emel.memory.gguf import fit as gguf_fit  # noqa: E402
+from emel.memory.gguf import fit as gguf_fit, read_model  # noqa: E402
 from tiny_gguf import TINY_MODELS, write_tiny_gguf  # noqa: E402
 
 TABLE = json.loads((Path(__file__).parent / "data" / "llamacpp_buffers.json").read_text())
@@ -39,7 +39,8 @@ def _kwargs(row):
 def test_table_covers_the_grid():
     assert TABLE["models"] == TINY_MODELS  # the models the table was measured on are the ones written here
     assert TABLE["llama_cpp"]["commit"]
-    assert len(ROWS) == 268
+    assert len(ROWS) == 436
+    assert {TINY_MODELS[r["model"]]["arch"] for r in ROWS} == {"llama", "qwen2", "qwen3", "gemma", "phi3"}
     assert {(r["n_seq"], r["kv_unified"]) for r in ROWS} == {(1, False), (2, False), (4, False), (2, True),
                                                              (4, True)}
     assert {r["model"] for r in ROWS} == set(TINY_MODELS)
@@ -52,12 +53,13 @@ def test_every_configuration_equals_llama_cpp(models):
     """Model, KV, output and compute bytes and the graph's node count, all equal; what
     llama.cpp refuses is a PlanError."""
     wrong = []
+    infos = {name: read_model(path) for name, path in models.items()}  # each file read once
     for row in ROWS:
         if row.get("refused"):
             with pytest.raises(PlanError, match="flash attention"):
-                from_gguf(models[row["model"]], auto=False, **_kwargs(row))
+                from_gguf(infos[row["model"]], auto=False, **_kwargs(row))
             continue
-        p = from_gguf(models[row["model"]], auto=False, **_kwargs(row))
+        p = from_gguf(infos[row["model"]], auto=False, **_kwargs(row))
         got = (p.model_bytes, p.kv_bytes, p.output_bytes, p.compute_bytes, p.graph_nodes,
                p.n_ctx, p.n_batch, p.n_ubatch)
         want = (row["model_bytes"], row["kv_bytes"], row["output_bytes"], row["compute_bytes"],
@@ -107,9 +109,9 @@ def test_truncated_file(models, tmp_path, keep):
 
 
 def test_unmodelled_architecture(tmp_path):
-    path = write_tiny_gguf(tmp_path / "phi.gguf", arch="phi3")
-    with pytest.raises(PlanError, match=r"phi\.gguf: architecture 'phi3' is not modelled yet "
-                                        r"\(modelled: llama, qwen2\)"):
+    path = write_tiny_gguf(tmp_path / "g2.gguf", arch="gemma2")
+    with pytest.raises(PlanError, match=r"g2\.gguf: architecture 'gemma2' is not modelled yet "
+                                        r"\(modelled: llama, qwen2, qwen3, gemma, phi3\)"):
         from_gguf(path)
 
 

@@ -150,6 +150,25 @@ def glu_split(a: T, b: T) -> T:
     return _result(a.type, a.ne, "GLU", [a, b])
 
 
+def glu(a: T) -> T:
+    """ggml_swiglu of one tensor: its two halves along ne[0]."""
+    return _result(a.type, (a.ne[0] // 2,) + tuple(a.ne[1:]), "GLU", [a])
+
+
+def is_contiguous(t: T) -> bool:
+    """ggml_is_contiguous: rows packed one after another (dimensions of size 1 skipped)."""
+    blck, size = TYPES[t.type]
+    if t.ne[0] != blck and t.nb[0] != size:
+        return False
+    nxt = size * t.ne[0] // blck
+    for i in range(1, 4):
+        if t.ne[i] != 1:
+            if t.nb[i] != nxt:
+                return False
+            nxt *= t.ne[i]
+    return True
+
+
 def flash_attn_ext(q: T, k: T, v: T, mask: T | None) -> T:
     return _result("f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", [q, k, v, mask])
 

@@ -1,6 +1,11 @@
-"""llama.cpp's compute graph for the llama family (llama, qwen2), built as
-llama.cpp builds it (src/models/llama.cpp, qwen2.cpp and the helpers in
-src/llama-graph.cpp, llama-kv-cache.cpp), shapes only.
+"""llama.cpp's compute graph for the llama family, built as llama.cpp builds
+it (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma.cpp, phi3.cpp and the
+helpers in src/llama-graph.cpp, llama-kv-cache.cpp), shapes only.
+
+The architectures differ in a few places only (ARCH_GRAPH): Q/K RMS norms
+before RoPE (qwen3), the embeddings scaled by sqrt(n_embd) (gemma), Q scaled
+after RoPE (gemma, phi3), the FFN residual added first (phi3); a fused QKV weight (phi3) or a fused gate+up FFN
+weight (phi3) follow from the tensors the file holds.
 
 The order of `build_forward_expand` calls is llama.cpp's: it decides the
 node and leaf order, and so what ggml-alloc reuses. Weights and the KV cache
@@ -18,6 +23,14 @@ from .reader import ModelInfo
 OUTPUT = 2
 #: ggml types whose K (or V) cache llama.cpp rotates with a Hadamard matrix (attn_rot_k/v).
 QUANTIZED = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl"}
+
+#: What each modelled architecture's builder adds to llama's graph.
+ARCH_GRAPH = {
+    "llama": {}, "qwen2": {},
+    "qwen3": {"qk_norm": True},
+    "gemma": {"embd_scale": True, "q_scale": True},
+    "phi3": {"q_scale": True, "residual_first": True},
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,8 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     n_stream = cfg.n_stream              # streams of the cache, and of this ubatch (one per sequence)
     n_embd_k, n_embd_v = info.n_embd_k_gqa, info.n_embd_v_gqa
     v_trans = not cfg.flash_attn
+    arch = ARCH_GRAPH[info.arch]
+    n_embd_q = hd * n_head
 
     # build_inp_embd: both input paths are added (ggml_build_forward_select)
     inp_tokens = g.set_input(g.new_tensor("i32", n_tokens, name="inp_tokens"))
@@ -74,6 +89,8 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     embd = g.get_rows(w("token_embd.weight"), inp_tokens)
     expand(embd)
     expand(inp_embd)
+    if arch.get("embd_scale"):
+        embd = g.unary_like("SCALE", embd)
     inp_pos = g.set_input(g.new_tensor("i32", n_tokens, name="inp_pos"))
     # build_attn_inp_kv
     k_idxs = g.set_input(g.new_tensor("i64", n_tokens, name="attn_inp_k_idxs"))
@@ -98,9 +115,9 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
         y = g.mul_mat(weight, x)
         return g.unary_like("ADD", y, bias) if bias is not None else y
 
-    def hadamard(x, rot):  # llama_mul_mat_hadamard (x is contiguous here)
+    def hadamard(x, rot):  # llama_mul_mat_hadamard
         n = rot.ne[0]
-        r = g.reshape(x, n, _nelements(x) // n)
+        r = g.reshape(x, n, _nelements(x) // n) if g.is_contiguous(x) else g.cont(x, n, _nelements(x) // n)
         return g.reshape(g.mul_mat(rot, r), *x.ne)
 
     inpL = embd
@@ -109,12 +126,26 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
         inpSA = inpL
         cur = rms_norm_mul(inpL, w(b + "attn_norm.weight"))
         rope_factors = w("rope_freqs.weight")
-        q = g.reshape(linear(cur, w(b + "attn_q.weight"), w(b + "attn_q.bias")), hd, n_head, n_tokens)
-        k = g.reshape(linear(cur, w(b + "attn_k.weight"), w(b + "attn_k.bias")), hd, n_head_kv, n_tokens)
-        v = g.reshape(linear(cur, w(b + "attn_v.weight"), w(b + "attn_v.bias")),
-                      info.head_dim_v, n_head_kv, n_tokens)
+        if b + "attn_qkv.weight" in tensors:  # build_qkv's fused path: three views of one product
+            qkv = linear(cur, w(b + "attn_qkv.weight"), w(b + "attn_qkv.bias"))
+            q = g.view(qkv, (hd, n_head, n_tokens), (_row_size(qkv.type, hd), qkv.nb[1]), 0)
+            k = g.view(qkv, (hd, n_head_kv, n_tokens), (_row_size(qkv.type, hd), qkv.nb[1]),
+                       _row_size(qkv.type, n_embd_q))
+            v = g.view(qkv, (info.head_dim_v, n_head_kv, n_tokens),
+                       (_row_size(qkv.type, info.head_dim_v), qkv.nb[1]),
+                       _row_size(qkv.type, n_embd_q + n_embd_k))
+        else:
+            q = g.reshape(linear(cur, w(b + "attn_q.weight"), w(b + "attn_q.bias")), hd, n_head, n_tokens)
+            k = g.reshape(linear(cur, w(b + "attn_k.weight"), w(b + "attn_k.bias")), hd, n_head_kv, n_tokens)
+            v = g.reshape(linear(cur, w(b + "attn_v.weight"), w(b + "attn_v.bias")),
+                          info.head_dim_v, n_head_kv, n_tokens)
+        if arch.get("qk_norm"):
+            q = rms_norm_mul(q, w(b + "attn_q_norm.weight"))
+            k = rms_norm_mul(k, w(b + "attn_k_norm.weight"))
         q = g.unary_like("ROPE", q, inp_pos, *([rope_factors] if rope_factors is not None else []))
         k = g.unary_like("ROPE", k, inp_pos, *([rope_factors] if rope_factors is not None else []))
+        if arch.get("q_scale"):
+            q = g.unary_like("SCALE", q)
         # build_attn (KV cache)
         if k_rot is not None:
             q, k = hadamard(q, k_rot), hadamard(k, k_rot)
@@ -134,8 +165,9 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
             v2 = g.view(v, (n_embd_v, n_tokens), (v.nb[2],), 0)
             v_dst = g.reshape(cache_v, n_embd_v, n_kv * n_stream) if n_stream > 1 else cache_v
             expand(g.set_rows(v_dst, v2, v_idxs))
-        else:
-            v2 = g.reshape(v, n_embd_v, n_tokens)
+        else:  # one row per value of the transposed cache; a strided V is copied first
+            v2 = (g.reshape(v, n_embd_v, n_tokens) if _row_size(v.type, n_embd_v) == v.nb[2]
+                  else g.cont(v, n_embd_v, n_tokens))
             v_view = g.reshape(cache_v, 1, _nelements(cache_v))
             v2 = g.reshape(v2, 1, _nelements(v2))
             expand(g.set_rows(v_view, v2, v_idxs))
@@ -175,10 +207,14 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
             inpSA = g.get_rows(inpSA, out_ids)
         ffn_inp = g.unary_like("ADD", cur, inpSA)
         cur = rms_norm_mul(ffn_inp, w(b + "ffn_norm.weight"))
-        gate = g.mul_mat(w(b + "ffn_gate.weight"), cur)
         up = g.mul_mat(w(b + "ffn_up.weight"), cur)
-        cur = g.mul_mat(w(b + "ffn_down.weight"), g.glu_split(gate, up))
-        inpL = g.unary_like("ADD", cur, ffn_inp)
+        if b + "ffn_gate.weight" in tensors:   # SwiGLU / GeGLU of two products
+            act = g.glu_split(g.mul_mat(w(b + "ffn_gate.weight"), cur), up)
+        else:                                  # one product, gate and up halves (phi3)
+            act = g.glu(up)
+        cur = g.mul_mat(w(b + "ffn_down.weight"), act)
+        # phi3 adds (residual, ffn) where the others add (ffn, residual): the visit order differs
+        inpL = g.unary_like("ADD", ffn_inp, cur) if arch.get("residual_first") else g.unary_like("ADD", cur, ffn_inp)
 
     result_norm = rms_norm_mul(inpL, w("output_norm.weight"))
     result_norm.flags |= OUTPUT

@@ -14,10 +14,10 @@ from pathlib import Path
 from ..errors import PlanError
 from . import ggml_ops
 
-#: Architectures whose llama.cpp graph emel builds (llama_model_llama and
-#: llama_model_qwen2 in llama.cpp: the same graph, qwen2 with Q/K/V biases).
-#: Mistral 7B and most Llama derivatives are stored as "llama".
-MODELLED_ARCHS = ("llama", "qwen2")
+#: Architectures whose llama.cpp graph emel builds (llama_model_llama, _qwen2,
+#: _qwen3, _gemma, _phi3 in llama.cpp: llama's graph with small differences,
+#: llama_graph.ARCH_GRAPH). Mistral 7B and most Llama derivatives are "llama".
+MODELLED_ARCHS = ("llama", "qwen2", "qwen3", "gemma", "phi3")
 
 
 @dataclass
