@@ -120,7 +120,7 @@ def _at(dim, value, n_ctx, n_ubatch) -> dict:
 
 def add_gguf_options(p) -> None:
     """emel-fit's options for a model.gguf (ignored for other models)."""
-    g = p.add_argument_group("GGUF models (model.gguf: llama.cpp's buffers, docs/gguf.md)")
+    g = p.add_argument_group("GGUF models (model.gguf: the buffers llama.cpp will allocate)")
     g.add_argument("--ctx", type=int, default=0, metavar="N",
                    help="with --dim ubatch: the context (default: the model's trained context)")
     g.add_argument("--ubatch", type=int, default=512, metavar="N", help="with --dim ctx: n_ubatch (default 512)")
