@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tiny_gguf import TINY_MODELS, write_tiny_gguf
+from tiny_gguf import LARGE_MODELS, TINY_MODELS, write_tiny_gguf
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parent / "tests" / "data" / "llamacpp_buffers.json"
@@ -42,6 +42,10 @@ ATTENTION = ((False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0")
 EXTRA = (dict(n_ctx=1024, n_batch=128, n_ubatch=512), dict(n_ctx=200, n_batch=2048, n_ubatch=512))
 #: Several sequences (llama-server's parallel slots): one KV stream each, or one unified cache.
 SEQUENCES = (dict(n_ctx=1000, n_ubatch=300), dict(n_ctx=2048, n_ubatch=512))
+#: The wide models: long contexts and big ubatches (without flash attention only at 8192: its
+#: KQ matrix alone is n_head x n_ctx x n_ubatch x 4 bytes).
+LARGE = tuple((n_ctx, n_ubatch, fa, tk, tv) for n_ctx in (8192, 32768) for n_ubatch in (512, 2048)
+              for fa, tk, tv in ATTENTION[:3] if fa or n_ctx == 8192)
 
 
 def run(cmd, **kw):
@@ -118,6 +122,10 @@ def grid():
                                                                      ATTENTION[:2]):
             yield name, dict(seqs, n_batch=2048, n_seq=n_seq, kv_unified=unified, flash_attn=fa,
                              type_k=tk, type_v=tv)
+    for name in LARGE_MODELS:
+        for n_ctx, n_ubatch, fa, tk, tv in LARGE:
+            yield name, dict(n_ctx=n_ctx, n_batch=2048, n_ubatch=n_ubatch, n_seq=1, kv_unified=False,
+                             flash_attn=fa, type_k=tk, type_v=tv)
 
 
 def measure(exe: Path, models_dir: Path) -> list[dict]:
@@ -188,12 +196,13 @@ def main(argv=None) -> int:
     exe = compile_probe(tree)
     with tempfile.TemporaryDirectory() as tmp:
         models_dir = Path(tmp)
-        for name, spec in TINY_MODELS.items():
+        for name, spec in {**TINY_MODELS, **LARGE_MODELS}.items():
             write_tiny_gguf(models_dir / f"{name}.gguf", **spec)
         rows = measure(exe, models_dir)
         table = {"about": "llama.cpp's buffer sizes in bytes (CPU backend, one sequence) for the tiny "
                           "models of bench/tiny_gguf.py; written by bench/llamacpp_ground_truth.py",
-                 "llama_cpp": version(tree), "models": TINY_MODELS, "rows": rows}
+                 "llama_cpp": version(tree), "models": TINY_MODELS, "large_models": LARGE_MODELS,
+                 "rows": rows}
         args.table.parent.mkdir(parents=True, exist_ok=True)
         args.table.write_text(json.dumps(table, indent=1) + "\n")
         compared = compare(rows, models_dir)

@@ -42,9 +42,19 @@ TINY_MODELS = {
 
 N_VOCAB = 259  # <unk> <s> </s> + 256 bytes
 
+#: Models of realistic widths (head 128 or 64, 32000 tokens, contexts to 32768), two layers:
+#: tens of MB, so the ground-truth script writes them but the tests use model_info().
+LARGE_MODELS = {
+    "llama-wide": dict(arch="llama", n_embd=1024, n_head=8, n_head_kv=2, n_ff=2816, n_layer=2,
+                       n_ctx_train=32768, tied=False, weight_type="q4_k", n_vocab=32000),
+    "qwen2-wide": dict(arch="qwen2", n_embd=896, n_head=14, n_head_kv=2, n_ff=4864, n_layer=2,
+                       n_ctx_train=32768, tied=True, weight_type="q8_0", n_vocab=32000),
+}
+
 
 def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
-                    n_ctx_train=4096, tied=False, weight_type="f16", head_dim=None, seed=0) -> Path:
+                    n_ctx_train=4096, tied=False, weight_type="f16", head_dim=None, n_vocab=N_VOCAB,
+                    seed=0) -> Path:
     """Write one tiny model; returns its path. Per architecture, the tensors its
     llama.cpp loader wants: qwen2 Q/K/V biases, qwen3 Q/K norms, phi3 a fused
     QKV weight and a fused gate+up weight, gemma tied embeddings."""
@@ -75,58 +85,88 @@ def write_tiny_gguf(path, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=1
     w.add_file_type({"f32": 0, "f16": 1, "q8_0": 7, "q4_k": 15}[weight_type])
     w.add_tokenizer_model("llama")
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+    tokens += [f"tok{i}".encode() for i in range(n_vocab - N_VOCAB)]  # a bigger vocabulary: plain tokens
     w.add_token_list(tokens)
-    w.add_token_scores([0.0] * N_VOCAB)
-    w.add_token_types([2, 3, 3] + [6] * 256)  # UNKNOWN, CONTROL, CONTROL, BYTE
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (n_vocab - N_VOCAB))  # UNKNOWN, CONTROL, BYTE, NORMAL
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
 
     def mat(name, rows, cols):  # numpy (rows, cols) = ggml ne (cols, rows)
-        values = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
         if weight_type == "q4_k":  # random blocks: llama.cpp only sizes them here
             q4k = gguf.GGMLQuantizationType.Q4_K
             blocks = rng.integers(0, 256, size=(rows, cols // 256 * 144), dtype=np.uint8)
             w.add_tensor(name, blocks, raw_dtype=q4k)
-        elif weight_type == "q8_0":
+            return
+        values = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
+        if weight_type == "q8_0":
             q8 = gguf.GGMLQuantizationType.Q8_0
             w.add_tensor(name, gguf.quants.quantize(values, q8), raw_dtype=q8)
         else:
             w.add_tensor(name, values.astype(np.float16 if weight_type == "f16" else np.float32))
 
-    def vec(name, n, one=False):
-        w.add_tensor(name, (np.ones(n) if one else rng.standard_normal(n) * 0.02).astype(np.float32))
-
-    mat("token_embd.weight", N_VOCAB, n_embd)
-    vec("output_norm.weight", n_embd, one=True)
-    if not tied:
-        mat("output.weight", N_VOCAB, n_embd)
-    for i in range(n_layer):
-        b = f"blk.{i}."
-        vec(b + "attn_norm.weight", n_embd, one=True)
-        if arch == "phi3":
-            mat(b + "attn_qkv.weight", n_embd_q + 2 * n_embd_kv, n_embd)
+    for name, kind, shape in tensor_list(arch, n_embd, n_head, n_head_kv, n_ff, n_layer, tied, head_dim,
+                                         n_vocab):
+        if kind == "mat":
+            mat(name, *shape)
         else:
-            mat(b + "attn_q.weight", n_embd_q, n_embd)
-            mat(b + "attn_k.weight", n_embd_kv, n_embd)
-            mat(b + "attn_v.weight", n_embd_kv, n_embd)
-        if arch == "qwen2":
-            vec(b + "attn_q.bias", n_embd_q)
-            vec(b + "attn_k.bias", n_embd_kv)
-            vec(b + "attn_v.bias", n_embd_kv)
-        if arch == "qwen3":
-            vec(b + "attn_q_norm.weight", head_dim, one=True)
-            vec(b + "attn_k_norm.weight", head_dim, one=True)
-        mat(b + "attn_output.weight", n_embd, n_embd_q)
-        vec(b + "ffn_norm.weight", n_embd, one=True)
-        if arch == "phi3":
-            mat(b + "ffn_up.weight", 2 * n_ff, n_embd)
-        else:
-            mat(b + "ffn_gate.weight", n_ff, n_embd)
-            mat(b + "ffn_up.weight", n_ff, n_embd)
-        mat(b + "ffn_down.weight", n_embd, n_ff)
+            n = shape[0]
+            w.add_tensor(name, (np.ones(n) if kind == "ones" else rng.standard_normal(n) * 0.02)
+                         .astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def tensor_list(arch, n_embd, n_head, n_head_kv, n_ff, n_layer, tied, head_dim, n_vocab):
+    """(name, kind, shape) of each tensor, in file order: kind "mat" (rows, cols) in the
+    weight type, "vec" or "ones" (n,) in f32."""
+    n_embd_q, n_embd_kv = head_dim * n_head, head_dim * n_head_kv
+    out = [("token_embd.weight", "mat", (n_vocab, n_embd)), ("output_norm.weight", "ones", (n_embd,))]
+    if not tied:
+        out.append(("output.weight", "mat", (n_vocab, n_embd)))
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        out.append((b + "attn_norm.weight", "ones", (n_embd,)))
+        if arch == "phi3":
+            out.append((b + "attn_qkv.weight", "mat", (n_embd_q + 2 * n_embd_kv, n_embd)))
+        else:
+            out += [(b + "attn_q.weight", "mat", (n_embd_q, n_embd)),
+                    (b + "attn_k.weight", "mat", (n_embd_kv, n_embd)),
+                    (b + "attn_v.weight", "mat", (n_embd_kv, n_embd))]
+        if arch == "qwen2":
+            out += [(b + "attn_q.bias", "vec", (n_embd_q,)), (b + "attn_k.bias", "vec", (n_embd_kv,)),
+                    (b + "attn_v.bias", "vec", (n_embd_kv,))]
+        if arch == "qwen3":
+            out += [(b + "attn_q_norm.weight", "ones", (head_dim,)), (b + "attn_k_norm.weight", "ones", (head_dim,))]
+        out += [(b + "attn_output.weight", "mat", (n_embd, n_embd_q)), (b + "ffn_norm.weight", "ones", (n_embd,))]
+        if arch == "phi3":
+            out.append((b + "ffn_up.weight", "mat", (2 * n_ff, n_embd)))
+        else:
+            out += [(b + "ffn_gate.weight", "mat", (n_ff, n_embd)), (b + "ffn_up.weight", "mat", (n_ff, n_embd))]
+        out.append((b + "ffn_down.weight", "mat", (n_embd, n_ff)))
+    return out
+
+
+def model_info(name, arch="llama", n_embd=64, n_head=4, n_head_kv=2, n_ff=160, n_layer=2,
+               n_ctx_train=4096, tied=False, weight_type="f16", head_dim=None, n_vocab=N_VOCAB, seed=0):
+    """What emel.memory.gguf.read_model would read from write_tiny_gguf's file, without
+    writing it: for the big models the committed table also holds."""
+    from emel.memory.gguf.reader import ModelInfo, TensorInfo
+    head_dim = head_dim or n_embd // n_head
+    tied = tied or arch == "gemma"
+    blck, size = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_k": (256, 144)}[weight_type]
+    tensors = {}
+    for tname, kind, shape in tensor_list(arch, n_embd, n_head, n_head_kv, n_ff, n_layer, tied, head_dim,
+                                          n_vocab):
+        if kind == "mat":
+            rows, cols = shape
+            tensors[tname] = TensorInfo(tname, weight_type, (cols, rows, 1, 1), rows * cols // blck * size, 0)
+        else:
+            tensors[tname] = TensorInfo(tname, "f32", (shape[0], 1, 1, 1), shape[0] * 4, 0)
+    return ModelInfo(path=name, arch=arch, n_ctx_train=n_ctx_train, n_embd=n_embd, n_layer=n_layer,
+                     n_ff=n_ff, n_head=n_head, n_head_kv=n_head_kv, head_dim_k=head_dim, head_dim_v=head_dim,
+                     n_vocab=n_vocab, n_expert=0, tensors=tensors)

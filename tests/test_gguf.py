@@ -18,7 +18,7 @@ pytest.importorskip("gguf")
 from emel.memory import PlanError, from_gguf  # noqa: E402
 from emel.memory.fit import main as fit_main  # noqa: E402
 from emel.memory.gguf import fit as gguf_fit, read_model  # noqa: E402
-from tiny_gguf import TINY_MODELS, write_tiny_gguf  # noqa: E402
+from tiny_gguf import LARGE_MODELS, TINY_MODELS, model_info, write_tiny_gguf  # noqa: E402
 
 TABLE = json.loads((Path(__file__).parent / "data" / "llamacpp_buffers.json").read_text())
 ROWS = TABLE["rows"]
@@ -37,13 +37,14 @@ def _kwargs(row):
 
 
 def test_table_covers_the_grid():
-    assert TABLE["models"] == TINY_MODELS  # the models the table was measured on are the ones written here
+    # the models the table was measured on are the ones written (or described) here
+    assert TABLE["models"] == TINY_MODELS and TABLE["large_models"] == LARGE_MODELS
     assert TABLE["llama_cpp"]["commit"]
-    assert len(ROWS) == 436
-    assert {TINY_MODELS[r["model"]]["arch"] for r in ROWS} == {"llama", "qwen2", "qwen3", "gemma", "phi3"}
+    assert len(ROWS) == 456
+    assert {{**TINY_MODELS, **LARGE_MODELS}[r["model"]]["arch"] for r in ROWS} == {"llama", "qwen2", "qwen3", "gemma", "phi3"}
     assert {(r["n_seq"], r["kv_unified"]) for r in ROWS} == {(1, False), (2, False), (4, False), (2, True),
                                                              (4, True)}
-    assert {r["model"] for r in ROWS} == set(TINY_MODELS)
+    assert {r["model"] for r in ROWS} == set(TINY_MODELS) | set(LARGE_MODELS)
     assert {(r["flash_attn"], r["type_k"], r["type_v"]) for r in ROWS} == {
         (False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16")}
     assert sum(bool(r.get("refused")) for r in ROWS) == 9
@@ -54,6 +55,8 @@ def test_every_configuration_equals_llama_cpp(models):
     llama.cpp refuses is a PlanError."""
     wrong = []
     infos = {name: read_model(path) for name, path in models.items()}  # each file read once
+    # the wide models (tens of MB) are described, not written: model_info is what read_model reads
+    infos.update({name: model_info(name, **spec) for name, spec in LARGE_MODELS.items()})
     for row in ROWS:
         if row.get("refused"):
             with pytest.raises(PlanError, match="flash attention"):
@@ -67,6 +70,17 @@ def test_every_configuration_equals_llama_cpp(models):
         if got != want:
             wrong.append((row["model"], _kwargs(row), got, want))
     assert wrong == []
+
+
+def test_model_info_is_what_the_reader_reads(models):
+    """model_info (the wide models' description) agrees with read_model on every written model."""
+    for name, spec in TINY_MODELS.items():
+        read, described = read_model(models[name]), model_info(str(models[name]), **spec)
+        assert [(t.name, t.type, t.ne, t.nbytes) for t in read.tensors.values()] == \
+            [(t.name, t.type, t.ne, t.nbytes) for t in described.tensors.values()]
+        for key in ("arch", "n_ctx_train", "n_embd", "n_layer", "n_ff", "n_head", "n_head_kv",
+                    "head_dim_k", "head_dim_v", "n_vocab"):
+            assert getattr(read, key) == getattr(described, key), (name, key)
 
 
 def test_issue_example_and_auto_placement(models):
