@@ -60,7 +60,10 @@ def download(where: Path) -> Path:
          "--no-build-isolation", "llama-cpp-python", "-d", where])
     sdist = sorted(where.glob("llama_cpp_python-*.tar.gz"))[-1]
     with tarfile.open(sdist) as tar:
-        tar.extractall(where, filter="data")
+        try:
+            tar.extractall(where, filter="data")
+        except TypeError:  # Python before 3.11.4: no extraction filters
+            tar.extractall(where)
     return where / sdist.name[:-len(".tar.gz")] / "vendor" / "llama.cpp"
 
 

@@ -104,6 +104,12 @@ def test_defaults_follow_llama_cpp(models):
     assert from_gguf(models["llama-gqa"], n_ctx=1000, auto=False).n_ctx == 1024
 
 
+def test_without_the_gguf_package(models, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "gguf", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'emel\[gguf\]'"):
+        from_gguf(models["llama-gqa"])
+
+
 def test_not_a_gguf_file(tmp_path):
     bad = tmp_path / "notes.gguf"
     bad.write_text("hello, not a model\n")
