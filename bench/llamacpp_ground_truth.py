@@ -40,6 +40,9 @@ N_UBATCH = (1, 96, 512)
 ATTENTION = ((False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16"))
 #: Extra rows: a small n_batch (caps the ubatch) and a context below the ubatch.
 EXTRA = (dict(n_ctx=1024, n_batch=128, n_ubatch=512), dict(n_ctx=200, n_batch=2048, n_ubatch=512))
+#: The other cache types, at one size: (flash attention, K type, V type).
+OTHER_KV = ((True, "q4_0", "q4_0"), (True, "q5_1", "iq4_nl"), (True, "bf16", "bf16"), (False, "f32", "f32"),
+            (False, "q4_1", "f16"))
 #: Several sequences (llama-server's parallel slots): one KV stream each, or one unified cache.
 SEQUENCES = (dict(n_ctx=1000, n_ubatch=300), dict(n_ctx=2048, n_ubatch=512))
 #: The wide models: long contexts and big ubatches (without flash attention only at 8192: its
@@ -124,6 +127,9 @@ def grid():
         for seqs, n_seq, unified, (fa, tk, tv) in itertools.product(SEQUENCES, (2, 4), (False, True),
                                                                      ATTENTION[:2]):
             yield name, dict(seqs, n_batch=2048, n_seq=n_seq, kv_unified=unified, flash_attn=fa,
+                             type_k=tk, type_v=tv)
+        for fa, tk, tv in OTHER_KV:
+            yield name, dict(n_ctx=1000, n_batch=2048, n_ubatch=300, n_seq=1, kv_unified=False, flash_attn=fa,
                              type_k=tk, type_v=tv)
     for name in LARGE_MODELS:
         for n_ctx, n_ubatch, fa, tk, tv in LARGE:

@@ -26,6 +26,10 @@ static ggml_type type_of(const char * s) {
     if (!strcmp(s, "bf16")) return GGML_TYPE_BF16;
     if (!strcmp(s, "q8_0")) return GGML_TYPE_Q8_0;
     if (!strcmp(s, "q4_0")) return GGML_TYPE_Q4_0;
+    if (!strcmp(s, "q4_1")) return GGML_TYPE_Q4_1;
+    if (!strcmp(s, "q5_0")) return GGML_TYPE_Q5_0;
+    if (!strcmp(s, "q5_1")) return GGML_TYPE_Q5_1;
+    if (!strcmp(s, "iq4_nl")) return GGML_TYPE_IQ4_NL;
     fprintf(stderr, "unknown type %s\n", s);
     exit(2);
 }

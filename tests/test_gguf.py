@@ -40,14 +40,17 @@ def test_table_covers_the_grid():
     # the models the table was measured on are the ones written (or described) here
     assert TABLE["models"] == TINY_MODELS and TABLE["large_models"] == LARGE_MODELS
     assert TABLE["llama_cpp"]["commit"]
-    assert len(ROWS) == 456
-    assert {{**TINY_MODELS, **LARGE_MODELS}[r["model"]]["arch"] for r in ROWS} == {"llama", "qwen2", "qwen3", "gemma", "phi3"}
+    assert len(ROWS) == 496
+    archs = {**TINY_MODELS, **LARGE_MODELS}
+    assert {archs[r["model"]]["arch"] for r in ROWS} == {"llama", "qwen2", "qwen3", "gemma", "phi3"}
     assert {(r["n_seq"], r["kv_unified"]) for r in ROWS} == {(1, False), (2, False), (4, False), (2, True),
                                                              (4, True)}
-    assert {r["model"] for r in ROWS} == set(TINY_MODELS) | set(LARGE_MODELS)
+    assert {r["model"] for r in ROWS} == set(archs)
     assert {(r["flash_attn"], r["type_k"], r["type_v"]) for r in ROWS} == {
-        (False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16")}
-    assert sum(bool(r.get("refused")) for r in ROWS) == 9
+        (False, "f16", "f16"), (True, "f16", "f16"), (True, "q8_0", "q8_0"), (False, "q8_0", "f16"),
+        (True, "q4_0", "q4_0"), (True, "q5_1", "iq4_nl"), (True, "bf16", "bf16"), (False, "f32", "f32"),
+        (False, "q4_1", "f16")}
+    assert sum(bool(r.get("refused")) for r in ROWS) == 11
 
 
 def test_every_configuration_equals_llama_cpp(models):
