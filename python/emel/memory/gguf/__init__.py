@@ -65,8 +65,9 @@ class GGUFPrediction:
     def __str__(self) -> str:
         def row(name, n):
             return f"  {name:<16}{format_bytes(n):>12}  {n:>16,} B"
+        fa = "on" if self.flash_attn else "off"
         lines = [f"{self.path}: {self.arch}, n_ctx={self.n_ctx}, n_batch={self.n_batch}, "
-                 f"n_ubatch={self.n_ubatch}, n_seq={self.n_seq}, flash_attn={'on' if self.flash_attn else 'off'}, "
+                 f"n_ubatch={self.n_ubatch}, n_seq={self.n_seq}, flash_attn={fa}, "
                  f"KV {self.type_k}/{self.type_v}",
                  row("model (weights)", self.model_bytes), row("KV cache", self.kv_bytes),
                  row("output", self.output_bytes), row("compute", self.compute_bytes),
@@ -140,9 +141,10 @@ def configure(info: ModelInfo, n_ctx: int = 0, n_batch: int = 2048, n_ubatch: in
     per_seq = ctx if kv_unified else ctx // n_seq   # what a sequence may hold (before padding)
     if per_seq > info.n_ctx_train and not allow_long_context:
         each = "" if n_seq == 1 or kv_unified else f" ({per_seq} per sequence)"
+        most = info.n_ctx_train * (1 if kv_unified else n_seq)
         raise PlanError("SHAPE_ENVELOPE_EXCEEDED",
                         f"{path}: n_ctx={ctx}{each} is above the model's trained "
-                        f"context ({info.n_ctx_train}); use n_ctx <= {info.n_ctx_train * (1 if kv_unified else n_seq)}, or pass "
+                        f"context ({info.n_ctx_train}); use n_ctx <= {most}, or pass "
                         f"allow_long_context=True (emel-fit: --allow-long-context) if you extend it "
                         f"with RoPE scaling")
     return Config(n_ctx=ctx_seq if kv_unified else ctx_seq * n_seq, n_batch=batch, n_ubatch=ubatch,

@@ -4,8 +4,9 @@ helpers in src/llama-graph.cpp, llama-kv-cache.cpp), shapes only.
 
 The architectures differ in a few places only (ARCH_GRAPH): Q/K RMS norms
 before RoPE (qwen3), the embeddings scaled by sqrt(n_embd) (gemma), Q scaled
-after RoPE (gemma, phi3), the FFN residual added first (phi3); a fused QKV weight (phi3) or a fused gate+up FFN
-weight (phi3) follow from the tensors the file holds.
+after RoPE (gemma, phi3), the FFN residual added first (phi3); a fused QKV
+weight or a fused gate+up FFN weight (phi3) follow from the tensors the file
+holds.
 
 The order of `build_forward_expand` calls is llama.cpp's: it decides the
 node and leaf order, and so what ggml-alloc reuses. Weights and the KV cache
@@ -214,7 +215,8 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
             act = g.glu(up)
         cur = g.mul_mat(w(b + "ffn_down.weight"), act)
         # phi3 adds (residual, ffn) where the others add (ffn, residual): the visit order differs
-        inpL = g.unary_like("ADD", ffn_inp, cur) if arch.get("residual_first") else g.unary_like("ADD", cur, ffn_inp)
+        inpL = (g.unary_like("ADD", ffn_inp, cur) if arch.get("residual_first")
+                else g.unary_like("ADD", cur, ffn_inp))
 
     result_norm = rms_norm_mul(inpL, w("output_norm.weight"))
     result_norm.flags |= OUTPUT
