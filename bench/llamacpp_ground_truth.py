@@ -12,6 +12,7 @@ bytes beside emel's prediction and writes it as JSON.
 
     python bench/llamacpp_ground_truth.py --download /work/llamacpp       # fetch, build, measure
     python bench/llamacpp_ground_truth.py --llama-cpp PATH/vendor/llama.cpp   # a tree already built
+    ... --fit-params      # also llama.cpp's llama-fit-params estimates beside emel's
 """
 
 from __future__ import annotations
@@ -187,6 +188,34 @@ def compare(rows: list[dict], models_dir: Path) -> list[dict]:
     return out
 
 
+#: llama-fit-params beside emel: (model, n_ctx, flash attention).
+FIT_PARAMS = (("llama-gqa", 4096, False), ("llama-gqa", 4096, True), ("qwen2", 32768, False),
+              ("qwen2", 32768, True), ("llama-mha-tied", 0, False), ("llama-wide", 32768, True))
+
+
+def fit_params(tree: Path, models_dir: Path) -> list[dict]:
+    """llama.cpp's llama-fit-params -fitp on (its estimate in whole MiB: device, model, context,
+    compute) beside emel's bytes for the same files. On a CPU-only build it fits nothing."""
+    from emel.memory import from_gguf
+    run(["nice", "-n", "10", "cmake", "--build", tree / "build", "--target", "llama-fit-params", "-j", "2"])
+    exe = tree / "build" / "bin" / "llama-fit-params"
+    rows = []
+    for name, n_ctx, fa in FIT_PARAMS:
+        path = models_dir / f"{name}.gguf"
+        p = subprocess.run([str(exe), "-m", str(path), "-c", str(n_ctx), "-fa", "on" if fa else "off",
+                            "-fitp", "on"], capture_output=True, text=True, check=True)
+        fields = p.stdout.strip().splitlines()[-1].split()
+        pred = from_gguf(path, n_ctx=n_ctx, flash_attn=fa, auto=False)
+        rows.append({"model": name, "n_ctx": n_ctx, "flash_attn": fa, "llama_fit_params": fields,
+                     "emel_mib": [round(pred.model_bytes / 2**20, 2), round(pred.kv_bytes / 2**20, 2),
+                                  round(pred.compute_bytes / 2**20, 2)]})
+    print(f"{'model':<15} {'n_ctx':>5} fa  llama-fit-params (MiB)   emel (MiB: model, KV, compute)")
+    for r in rows:
+        print(f"{r['model']:<15} {r['n_ctx']:>5} {int(r['flash_attn']):>2}  {' '.join(r['llama_fit_params']):<24} "
+              f"{', '.join(str(x) for x in r['emel_mib'])}")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llama-cpp", type=Path, help="llama.cpp source tree (vendor/llama.cpp of the sdist)")
@@ -195,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-build", action="store_true", help="the tree is built already (build/bin/libllama.so)")
     ap.add_argument("--table", type=Path, default=TABLE, help=f"ground-truth table to write (default {TABLE})")
     ap.add_argument("--json", type=Path, default=None, help="also write the comparison with emel here")
+    ap.add_argument("--fit-params", action="store_true",
+                    help="also build llama-fit-params and print its estimates beside emel's")
     args = ap.parse_args(argv)
     tree = download(args.download) if args.download else args.llama_cpp
     if tree is None:
@@ -215,6 +246,7 @@ def main(argv=None) -> int:
         args.table.parent.mkdir(parents=True, exist_ok=True)
         args.table.write_text(json.dumps(table, indent=1) + "\n")
         compared = compare(rows, models_dir)
+        fitted = fit_params(tree, models_dir) if args.fit_params else None
     n_match = sum(r["match"] for r in compared)
     print(f"{'model':<15} {'n_ctx':>5} {'ubatch':>6} {'seq':>4} {'fa':>2} {'kv':<10} {'llama.cpp compute':>18} "
           f"{'emel (ggml)':>12} {'emel auto':>12} match")
@@ -232,7 +264,8 @@ def main(argv=None) -> int:
     print(f"{n_match}/{len(compared)} configurations match llama.cpp exactly "
           f"(model, KV, output, compute bytes and graph nodes; refusals as PlanError)")
     if args.json:
-        args.json.write_text(json.dumps({"llama_cpp": table["llama_cpp"], "rows": compared}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"llama_cpp": table["llama_cpp"], "rows": compared,
+                                         "llama_fit_params": fitted}, indent=1) + "\n")
     return 0 if n_match == len(compared) else 1
 
 
