@@ -180,6 +180,12 @@ def test_emel_fit_ubatch_and_errors(models, capsys, tmp_path):
     assert (answer.value, answer.next_value) == (235, 236)
     assert answer.prediction.n_ubatch == 235
     assert answer.prediction.total_bytes <= 20 * 2**20 < answer.next_prediction.total_bytes
+    # counting the compute buffer as emel's auto placement needs it: a larger ubatch fits
+    placed = gguf_fit.fit_gguf(m, 20 * 2**20, "ubatch", n_ctx=4096, flash_attn=False, compute="auto")
+    assert (placed.value, placed.next_value) == (237, 238)
+    assert placed.prediction.total_with("auto") == 20_950_796 <= 20 * 2**20
+    assert placed.next_prediction.total_with("auto") == 21_033_740
+    assert "with emel's auto placement of the compute buffer, it needs" in str(placed)
     out_json = tmp_path / "fit.json"
     assert fit_main([str(m), "--budget", "1MiB", "--dim", "ctx", "--json", str(out_json)]) == 1
     assert "nothing fits in 1.0 MiB" in capsys.readouterr().out

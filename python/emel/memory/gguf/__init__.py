@@ -57,6 +57,14 @@ class GGUFPrediction:
     def total_bytes(self) -> int:
         return self.model_bytes + self.kv_bytes + self.output_bytes + self.compute_bytes
 
+    def total_with(self, compute: str = "ggml") -> int:
+        """The total with llama.cpp's compute buffer ("ggml") or emel's `auto` placement of it."""
+        if compute == "ggml":
+            return self.total_bytes
+        if compute != "auto" or self.compute_bytes_auto is None:
+            raise ValueError(f"compute must be 'ggml' or 'auto' (with auto=True), got {compute!r}")
+        return self.total_bytes - self.compute_bytes + self.compute_bytes_auto
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["total_bytes"] = self.total_bytes

@@ -29,6 +29,7 @@ CTX_STEP = 256
 class GGUFFit:
     dim: str
     budget: int
+    compute: str                          # "ggml" (llama.cpp's compute buffer) or "auto" (emel's placement)
     value: int | None                     # None: not even the smallest value fits
     prediction: GGUFPrediction | None     # at value (fits)
     next_value: int | None                # the next value searched (does not fit); None: value is the maximum
@@ -38,32 +39,39 @@ class GGUFFit:
     def __str__(self) -> str:
         def exact(n):
             return f"{format_bytes(n)} = {n:,} B"
+        who = "llama.cpp" if self.compute == "ggml" else "with emel's auto placement of the compute buffer, it"
         if self.value is None:
             return (f"nothing fits in {exact(self.budget)}: {self.dim}={self.next_value} already needs "
-                    f"{exact(self.next_prediction.total_bytes)}")
+                    f"{exact(self.next_prediction.total_with(self.compute))}")
         text = (f"largest {self.dim} that fits in {exact(self.budget)}: {self.value} "
-                f"(llama.cpp needs {exact(self.prediction.total_bytes)}")
+                f"({who} needs {exact(self.prediction.total_with(self.compute))}")
         if self.next_value is None:
             return text + f"; {self.value} is the largest value searched)"
-        return text + f"; {self.dim}={self.next_value} needs {exact(self.next_prediction.total_bytes)})"
+        return text + (f"; {self.dim}={self.next_value} needs "
+                       f"{exact(self.next_prediction.total_with(self.compute))})")
 
     def to_dict(self) -> dict:
-        return {"dim": self.dim, "budget": self.budget, "value": self.value, "next_value": self.next_value,
+        return {"dim": self.dim, "budget": self.budget, "compute": self.compute, "value": self.value,
+                "next_value": self.next_value,
                 "prediction": self.prediction.to_dict() if self.prediction else None,
                 "next_prediction": self.next_prediction.to_dict() if self.next_prediction else None,
                 "tried": {str(k): v for k, v in sorted(self.tried.items())}}
 
 
 def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | None = None,
-             n_ctx: int = 0, n_ubatch: int = 512, on_probe=None, **config) -> GGUFFit:
+             n_ctx: int = 0, n_ubatch: int = 512, compute: str = "ggml", on_probe=None, **config) -> GGUFFit:
     """The largest value of ``dim`` ("ctx" or "ubatch") whose predicted llama.cpp
-    total fits ``budget`` bytes; ``config`` goes to from_gguf (flash_attn, kv_type, ...)."""
+    total fits ``budget`` bytes; ``config`` goes to from_gguf (flash_attn, kv_type, ...).
+    ``compute="auto"`` counts the compute buffer as emel's `auto` placement needs it
+    (what a runtime placing with emel would fit) instead of ggml-alloc's."""
+    if compute not in ("ggml", "auto"):
+        raise PlanError("INVALID_IR_SHAPES", f"{path}: compute must be 'ggml' or 'auto', got {compute!r}")
     if dim not in DIMS:
         raise PlanError("INVALID_IR_SHAPES", f"{path}: --dim {dim!r}: a GGUF model's dimensions are "
                                              f"ctx and ubatch")
     dim = DIMS[dim]
     info = read_model(path)
-    config.setdefault("auto", False)
+    config["auto"] = compute == "auto"   # the auto placement only where it is counted
     if dim == "ctx":
         step = CTX_STEP
         streams = 1 if config.get("kv_unified") else config.get("n_seq", 1)
@@ -87,13 +95,13 @@ def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | No
     def fits(k: int) -> bool:
         if k not in made:
             made[k] = make(k)
-            tried[k * step] = made[k].total_bytes
+            tried[k * step] = made[k].total_with(compute)
             if on_probe is not None:
-                on_probe(k * step, made[k].total_bytes)
-        return made[k].total_bytes <= budget
+                on_probe(k * step, tried[k * step])
+        return tried[k * step] <= budget
 
     def result(good, bad) -> GGUFFit:
-        return GGUFFit(dim=dim, budget=budget, value=None if good is None else good * step,
+        return GGUFFit(dim=dim, budget=budget, compute=compute, value=None if good is None else good * step,
                        prediction=made.get(good), next_value=None if bad is None else bad * step,
                        next_prediction=made.get(bad), tried=tried)
 
@@ -131,6 +139,9 @@ def add_gguf_options(p) -> None:
     g.add_argument("--seq", type=int, default=1, metavar="N",
                    help="parallel sequences (llama.cpp's n_seq_max, llama-server's -np; default 1)")
     g.add_argument("--kv-unified", action="store_true", help="one KV cache shared by the sequences")
+    g.add_argument("--compute", choices=("ggml", "auto"), default="ggml",
+                   help="count the compute buffer as llama.cpp's ggml-alloc reserves it (default), "
+                        "or as emel's auto placement would need it")
     g.add_argument("--allow-long-context", action="store_true",
                    help="search contexts above the model's trained length (RoPE scaling)")
 
@@ -145,7 +156,7 @@ def run(args, budget: int) -> int:
     try:
         answer = fit_gguf(args.model, budget, args.dim, lo=args.min, hi=args.max, n_ctx=args.ctx,
                           n_ubatch=args.ubatch, n_batch=args.batch, flash_attn=fa, kv_type=args.kv_type,
-                          n_seq=args.seq, kv_unified=args.kv_unified,
+                          n_seq=args.seq, kv_unified=args.kv_unified, compute=args.compute,
                           allow_long_context=args.allow_long_context, on_probe=progress)
     except (OSError, ValueError, ImportError) as e:  # PlanError is a ValueError
         print(f"emel-fit: {e}", file=sys.stderr)
