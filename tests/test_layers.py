@@ -74,6 +74,8 @@ LAYERS = {
     "torch_importer": 5, "onnx_importer": 5, "remat_torch": 5,
     # 5 too: the runtime integrations (ExecuTorch's memory planning pass)
     "executorch": 5,
+    # 5 too: GGUF models (llama.cpp's graphs and buffers); emel-fit's GGUF search at 6
+    "gguf": 5, "gguf.reader": 5, "gguf.ggml_ops": 5, "gguf.llama_graph": 5, "gguf.fit": 6,
     # 6: command lines and the package itself
     "cli": 6, "import_cli": 6, "trace_cli": 6, "fit": 6, "sweep": 6, "__main__": 6, "emel.memory": 6,
 }

@@ -34,10 +34,17 @@ def from_onnx(path_or_model, **kwargs):
     return _from_onnx(path_or_model, **kwargs)
 
 
+def from_gguf(path, n_ctx=0, n_ubatch=512, n_seq=1, flash_attn="auto", kv_type="f16", **kwargs):
+    """Predict llama.cpp's buffers for a GGUF model (emel.memory.gguf; needs ``emel[gguf]``)."""
+    from .gguf import from_gguf as _from_gguf
+    return _from_gguf(path, n_ctx=n_ctx, n_ubatch=n_ubatch, n_seq=n_seq, flash_attn=flash_attn,
+                      kv_type=kv_type, **kwargs)
+
+
 __all__ = [
     "FAILURE_CODES", "PlanError", "Graph", "load_graph", "MODES", "STRATEGIES",
     "ArenaPlacement", "Plan", "TensorPlacement", "plan", "plan_json",
-    "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx",
+    "Placement", "place", "read_buffers_csv", "from_torch", "from_onnx", "from_gguf",
     "Arenas", "verify_execution", "PoolingAllocator",
     "CheckpointError", "restore", "memory_curve", "max_fit", "FitResult", "PeakReport", "reorder", "remat",
 ]

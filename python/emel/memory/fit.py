@@ -284,7 +284,8 @@ def _parser() -> argparse.ArgumentParser:
         description="The largest value of a model dimension (batch, sequence) whose plan fits "
                     "a memory budget, proven by planning it and the next value.")
     p.add_argument("model", nargs="?", help="an emel.graph/1 JSON file with symbolic dimensions, "
-                                            "or an ONNX model (.onnx) with a named input dimension")
+                                            "an ONNX model (.onnx) with a named input dimension, "
+                                            "or a GGUF model (.gguf; --dim ctx or ubatch)")
     p.add_argument("--torch", metavar="MODULE:FUNCTION",
                    help="a PyTorch model instead: FUNCTION(value) returns (model, example_inputs) "
                         "at that value of --dim (MODULE may be a FILE.py path)")
@@ -311,6 +312,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, metavar="OUT", help="write the answer as JSON to OUT")
     add_input_shape_option(p)
     add_layout_option(p)
+    from .gguf.fit import add_gguf_options
+    add_gguf_options(p)
     return p
 
 
@@ -330,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     if (args.model is None) == (args.torch is None):
         p.error("give a MODEL file or --torch MODULE:FUNCTION (one of them)")
     check_training_flags(p, args)
+    if args.model is not None and args.model.lower().endswith(".gguf"):
+        from .gguf.fit import run as run_gguf  # llama.cpp's buffers for a GGUF model (docs/gguf.md)
+        return run_gguf(args, budget)
     mode = args.mode or ("backward" if args.training else "inference")
     kwargs = {"mode": mode, "strategy": args.strategy, "arena_layout": layout_of(args)}
     try:
