@@ -58,7 +58,7 @@ PREFIX = "emel.memory."
 
 LAYERS = {
     # 0: primitives
-    "emel": 0, "errors": 0, "cbor": 0, "formats": 0, "native": 0, "_core": 0,
+    "emel": 0, "errors": 0, "cbor": 0, "formats": 0, "native": 0, "_core": 0, "vocabulary": 0,
     # 1: data model
     "determinism": 1, "symbolic": 1, "graph": 1, "plan_data": 1, "examples": 1, "arena_layout": 1,
     # 2: graph transformations the planner applies

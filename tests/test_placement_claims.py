@@ -18,7 +18,7 @@ from placement_check import first_overlap as overlap
 
 from repo_data import GRAPH_FILES as GRAPHS
 
-STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
+from emel.memory.vocabulary import STRATEGIES
 
 
 def exhaustive_optimum(lower, upper, size):

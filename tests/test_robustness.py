@@ -16,6 +16,7 @@ import pytest
 
 import emel
 import emel.memory as mm
+from emel.memory.vocabulary import STRATEGIES
 from emel.memory import cbor, native, trace_cli
 from emel.memory import ggml as gg
 from emel.memory.checkpoint import CheckpointError
@@ -453,7 +454,7 @@ def test_auto_places_where_only_tmmu_overflows():
         assert mm.place(*rows, strategy=s, capacity=huge + 16).size == huge + 16
 
 
-@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size", "best_fit", "auto", "optimal"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_never_live_row_is_not_rounded_up(strategy):
     """Issue 31: a row with lower == upper holds no bytes, so its size is never
     aligned: 2^64 - 1 at alignment 16 was refused ("size overflows when aligned")."""

@@ -41,7 +41,9 @@ from repo_data import GRAPH_FILES
 PlanError = mm.PlanError
 
 #: (strategy, fit) pairs under test, and the ``method`` each arena records.
-CASES = (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("best_fit", "best"))
+#: (from the core's strategy table: the offset strategies the reference implements)
+CASES = tuple((s, f) for s in ref.OFFSET_STRATEGIES
+              for f in (ref.FITS if s == "greedy_by_size" else ("best",)))
 METHOD = {("greedy_by_size", "best"): "greedy_by_size",
           ("greedy_by_size", "first"): "greedy_by_size_first_fit",
           ("best_fit", "best"): "best_fit"}

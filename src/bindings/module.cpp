@@ -45,26 +45,20 @@ std::vector<T> from_numpy(const py::array_t<T, py::array::c_style | py::array::f
     return std::vector<T>(a.data(), a.data() + expected);
 }
 
+// Names to enums through the core's tables (core/tables.hpp).
 Mode parse_mode(const std::string& m) {
-    if (m == "inference") return Mode::Inference;
-    if (m == "forward") return Mode::Forward;
-    if (m == "backward") return Mode::Backward;
-    throw py::value_error("mode must be 'inference', 'forward' or 'backward', got '" + m + "'");
+    if (auto v = value_named(kModes, m)) return *v;
+    throw py::value_error("mode must be " + quoted_names(kModes) + ", got '" + m + "'");
 }
 
 Strategy parse_strategy(const std::string& s) {
-    if (s == "tmmu") return Strategy::Tmmu;
-    if (s == "greedy_by_size") return Strategy::GreedyBySize;
-    if (s == "best_fit") return Strategy::BestFit;
-    if (s == "auto") return Strategy::Auto;
-    if (s == "optimal") return Strategy::Optimal;
+    if (auto v = value_named(kStrategies, s)) return *v;
     throw py::value_error("unknown strategy '" + s + "'");
 }
 
 Fit parse_fit(const std::string& f) {
-    if (f == "best") return Fit::Best;
-    if (f == "first") return Fit::First;
-    throw py::value_error("fit must be 'best' or 'first', got '" + f + "'");
+    if (auto v = value_named(kFits, f)) return *v;
+    throw py::value_error("fit must be " + quoted_names(kFits) + ", got '" + f + "'");
 }
 
 // arenas: {name: {"alignment_bytes": int, "capacity_bytes": int, "page_size": int,
@@ -424,6 +418,26 @@ PYBIND11_MODULE(_core, m) {
         py::arg("time_budget_ms"),
         "auto's peak window on rows (alignment 1): the window, the exact search's "
         "placement of it, and every row placed around it by first fit.");
+
+    // The core's tables (core/tables.hpp), read by emel.memory.vocabulary.
+    {
+        py::list strategies;
+        for (const auto& s : kStrategies)
+            strategies.append(py::make_tuple(s.name, static_cast<int>(s.value), s.has_reference, s.searches));
+        m.attr("STRATEGY_TABLE") = py::tuple(strategies);
+        py::list roles;
+        for (const auto& r : kRoles)
+            roles.append(py::make_tuple(r.name, static_cast<int>(r.value), r.default_arena, r.persistent,
+                                        r.never_inplace_victim));
+        m.attr("ROLE_TABLE") = py::tuple(roles);
+        auto names = [](const auto& table) {
+            py::list out;
+            for (const auto& row : table) out.append(row.name);
+            return py::tuple(out);
+        };
+        m.attr("MODES") = names(kModes);
+        m.attr("FITS") = names(kFits);
+    }
 
     // Areas bound in their own files (src/bindings/*.cpp).
     bind_sha256(m);

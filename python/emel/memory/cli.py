@@ -21,6 +21,7 @@ from . import examples
 from .graph import load_graph, read_input_file
 from .formats import format_bytes
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, mode_hint, plan
+from .vocabulary import SEARCH_STRATEGIES
 from .shapes import resolve_at
 
 
@@ -264,7 +265,7 @@ def overhead_notes(result) -> list[str]:
             notes.append(head + "tmmu, the specification's slot colouring, rounds every slot up to "
                                 "its largest tensor; --strategy auto (the default) places tensors "
                                 "at byte offsets")
-        elif result.strategy in ("greedy_by_size", "best_fit"):
+        elif result.strategy not in SEARCH_STRATEGIES:  # greedy_by_size, best_fit
             notes.append(head + f"{result.strategy} is one greedy pass; --strategy auto (the "
                                 f"default) searches further")
         elif not r["optimal"]:

@@ -133,7 +133,7 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         // inputs, then the graph.
         const int mode = enum_arg(o.mode);
         const int strategy = enum_arg(o.strategy), fit = enum_arg(o.fit);
-        if (mode < EMEL_MODE_INFERENCE || mode > EMEL_MODE_BACKWARD)
+        if (!is_mode_code(mode))
             bad_arg(fn, "unknown mode " + std::to_string(mode));
         check_strategy_fit(strategy, fit, fn);
         if (o.num_arenas > 0) need(o.arenas, fn, "options->arenas");
@@ -152,7 +152,7 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         PlanOptions opt;
         opt.mode = static_cast<Mode>(mode);
         opt.strategy = static_cast<Strategy>(strategy);
-        opt.fit = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        opt.fit = static_cast<Fit>(fit);
         opt.work_budget = budget_units(o.time_budget_ms);
         opt.default_alignment = o.default_alignment;
         for (size_t k = 0; k < o.num_arenas; ++k) {

@@ -11,24 +11,6 @@
 
 namespace emel::memory {
 
-const char* role_name(Role r) {
-    switch (r) {
-        case Role::Input: return "input";
-        case Role::Parameter: return "parameter";
-        case Role::Activation: return "activation";
-        case Role::Gradient: return "gradient";
-        case Role::OptimizerState: return "optimizer_state";
-        case Role::Output: return "output";
-    }
-    return "?";
-}
-
-const char* default_arena_for(Role r) {
-    if (is_persistent_role(r)) return "parameters";
-    if (r == Role::Gradient) return "gradients";
-    return "activations";
-}
-
 void GraphInput::add_tensor(std::string id, const uint64_t* shape, size_t ndim,
                             std::string dtype_name, bool nbytes_given, uint64_t nbytes_value,
                             Role r, std::string arena_name, uint64_t alignment_value, bool saved,
@@ -93,7 +75,7 @@ GraphInput graph_input_from_arrays(const GraphArrays& a, std::string name) {
     in.role.resize(T);
     for (size_t t = 0; t < T; ++t) {
         const uint8_t r = a.role ? a.role[t] : static_cast<uint8_t>(Role::Activation);
-        if (r > static_cast<uint8_t>(Role::Output)) bad("tensor " + ids[t] + ": unknown role code " + std::to_string(r), ids[t]);
+        if (r >= kNumRoles) bad("tensor " + ids[t] + ": unknown role code " + std::to_string(r), ids[t]);
         in.role[t] = static_cast<Role>(r);
     }
     in.arena.assign(T, std::string());

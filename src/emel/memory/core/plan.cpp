@@ -8,17 +8,6 @@
 
 namespace emel::memory {
 
-const char* strategy_name(Strategy s) {
-    switch (s) {
-        case Strategy::Tmmu: return "tmmu";
-        case Strategy::GreedyBySize: return "greedy_by_size";
-        case Strategy::BestFit: return "best_fit";
-        case Strategy::Auto: return "auto";
-        case Strategy::Optimal: return "optimal";
-    }
-    return "?";
-}
-
 void validate_options(const PlanOptions& opt) {
     if (!is_power_of_two(opt.default_alignment))
         throw PlanError(ErrorCode::AlignmentViolation,

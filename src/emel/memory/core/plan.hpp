@@ -14,11 +14,6 @@
 
 namespace emel::memory {
 
-enum class Mode : uint8_t { Inference, Forward, Backward };
-const char* mode_name(Mode m);
-
-const char* strategy_name(Strategy s);
-
 struct ArenaConfig {
     bool has_alignment = false;
     uint64_t alignment_bytes = 0;

@@ -5,12 +5,9 @@
 
 #include <cstdint>
 
+#include "emel/memory/core/tables.hpp"  // Strategy, Fit and their names
+
 namespace emel::memory {
-
-enum class Fit : uint8_t { Best, First };
-
-// docs/strategies.md
-enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 
 // Work units per millisecond of `time_budget_ms` (fixed, so plans never depend
 // on the machine's speed). Calibrated on the 2-core development machine to its
