@@ -21,7 +21,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/graph.hpp"
 #include "emel/memory/core/plan.hpp"
-#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/pipeline/pipeline.hpp"
 
 using namespace emel::memory;
 using namespace emel::memory::c_api;
@@ -193,9 +193,9 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         GraphInput scratch;
         const GraphInput& in = input_of(*graph, scratch);
         auto p = std::make_unique<emel_plan>();
-        p->graph = std::make_unique<const Graph>(build_graph(in));
-        p->plan = make_plan(*p->graph, opt);
-        hash_plan(in, *p->graph, opt, p->plan);
+        PlannedGraph planned = plan_graph(in, opt);  // pipeline/pipeline.cpp
+        p->graph = std::move(planned.graph);
+        p->plan = std::move(planned.plan);
         p->index.reserve(p->graph->num_tensors);
         for (uint32_t t = 0; t < p->graph->num_tensors; ++t)
             p->index.emplace(p->graph->tensor_id[t], t);

@@ -21,7 +21,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/graph.hpp"
 #include "emel/memory/core/plan.hpp"
-#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/core/strategy.hpp"
 
 using namespace emel::memory;
 using namespace emel::memory::c_api;

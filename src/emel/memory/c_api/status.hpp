@@ -36,7 +36,7 @@ struct emel_graph {
 };
 
 struct emel_plan {
-    std::unique_ptr<const emel::memory::Graph> graph;  // owned: index below views its ids
+    std::shared_ptr<const emel::memory::Graph> graph;  // owned: index below views its ids
     emel::memory::Plan plan;
     std::unordered_map<std::string_view, uint32_t> index;
 };

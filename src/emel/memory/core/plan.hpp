@@ -115,7 +115,7 @@ std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p)
 uint32_t choose_inplace_victim(const Graph& g, const Plan& p, uint32_t t,
                                const std::function<bool(uint32_t)>& still_free);
 void assign_slots_tmmu(const Graph& g, Plan& p, bool persistent_only);  // slots.cpp
-void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // placement/offsets.cpp
+// (the offset stage, assign_offsets, is placement/'s: pipeline/pipeline.hpp)
 void map_to_addresses(const Graph& g, Plan& p);                         // layout.cpp
 void self_check(const Graph& g, const Plan& p);                         // self_check.cpp
 void compute_metrics(const Graph& g, Plan& p);                          // metrics.cpp
@@ -123,14 +123,7 @@ void compute_metrics(const Graph& g, Plan& p);                          // metri
 // Arena configuration checks, done before the graph is validated (plan.cpp).
 void validate_options(const PlanOptions& opt);
 
-// The whole pipeline (plan.cpp). Throws PlanError.
-Plan make_plan(const Graph& g, const PlanOptions& opt);
-
-// Hashes (plan_hash.cpp, docs/determinism.md). The IR hash reads shapes and
-// dtypes from the input, everything else from the validated graph.
-Digest ir_hash(const GraphInput& in, const Graph& g);
-// Fills p.hashes, p.replay_token (the default one when opt has none), p.rank
-// and p.world_size from the finished plan.
-void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Plan& p);
+// The whole pipeline, make_plan() and plan_graph(), is pipeline/pipeline.hpp;
+// the hashes are determinism/plan_hash.hpp.
 
 }  // namespace emel::memory
