@@ -73,7 +73,7 @@ py::dict arena_dict(const ArenaPlan& a) {
     d["work"] = a.work;
     d["optimal"] = a.optimal;
     d["proven_bound"] = a.proven_bound;
-    d["lower_bound"] = a.lower_bound;
+    d["lower_bound"] = a.inplace_aware_bound;  // public key (docs/architecture.md, "Bounds")
     d["peak_live_bytes"] = a.peak_live_bytes;
     d["max_live"] = a.max_live;
     d["storage_tensors"] = a.storage_tensors;

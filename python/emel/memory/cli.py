@@ -21,7 +21,7 @@ from . import examples
 from .graph import load_graph, read_input_file
 from .formats import format_bytes
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, mode_hint, plan
-from .vocabulary import SEARCH_STRATEGIES
+from .vocabulary import FITS, SEARCH_STRATEGIES
 from .shapes import resolve_at
 
 
@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
                    help=f"placement strategy (default: {DEFAULT_STRATEGY}, the smallest plans; tmmu "
                         f"is the specification's slot colouring)")
-    p.add_argument("--fit", choices=("best", "first"), default="best",
+    p.add_argument("--fit", choices=FITS, default="best",
                    help="gap choice of greedy_by_size (default: best)")
     p.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
                    help="work budget of auto and optimal, in deterministic work units "

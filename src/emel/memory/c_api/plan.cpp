@@ -280,7 +280,7 @@ EMEL_API emel_status emel_plan_arena_lower_bound(const emel_plan* plan, size_t a
     return guarded([&] {
         const uint32_t a = arena_at(plan, arena, "emel_plan_arena_lower_bound");
         need(out, "emel_plan_arena_lower_bound", "out");
-        *out = plan->plan.arenas[a].lower_bound;
+        *out = plan->plan.arenas[a].inplace_aware_bound;  // the public "lower bound"
     });
 }
 

@@ -70,15 +70,17 @@ struct ArenaPlan {
     std::string method;      // the heuristic that placed it (offset strategies)
     uint64_t work = 0;       // work units spent placing it
     bool optimal = false;    // proven optimal (optimal strategy)
-    uint64_t proven_bound = 0;  // lower bound proven by the search
+    uint64_t proven_bound = 0;  // bound on `size` the search proved (auto, optimal; placement/)
     // slots (where the strategy has them)
     std::vector<uint64_t> slot_size;
     std::vector<uint64_t> slot_alignment;
     std::vector<uint64_t> slot_offset;
     std::vector<uint32_t> slot_first_holder;
     // metrics (§7)
-    uint64_t lower_bound = 0;      // peak of live bytes, an in-place group counted once
-    uint64_t peak_live_bytes = 0;  // peak of live bytes, every tensor counted
+    // The arena's lower bound (public name "lower_bound", emel_plan_arena_lower_bound):
+    // the peak of live bytes with an in-place group counted once (metrics.cpp).
+    uint64_t inplace_aware_bound = 0;
+    uint64_t peak_live_bytes = 0;  // peak of live bytes, every tensor counted (in-place pairs twice)
     uint64_t max_live = 0;
     uint64_t storage_tensors = 0;
     double memory_reuse_ratio = 0.0;
