@@ -1,4 +1,4 @@
-"""Issue 11 §1: what placement claims must be true.
+"""What placement claims must be true (issue 11 §1).
 
 An independent exhaustive solver checks `optimal`'s proofs on tiny instances;
 never-live rows, zero-size rows, capacities and the lower bound each get a

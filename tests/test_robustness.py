@@ -1,4 +1,4 @@
-"""Issue 12: what fuzzing found on the public surfaces, one regression test per
+"""Regressions of what fuzzing found on the public surfaces (issue 12), one test per
 finding. Each input used to crash, hang, answer wrongly or raise a stray
 exception type; each must now give the documented error naming the field."""
 
@@ -436,7 +436,7 @@ def test_from_arrays_ragged_roles():
     assert _code(e) == "INVALID_IR_SHAPES" and "roles" in str(e.value)
 
 
-# ---------------------------------------------------------------- issue 31
+# ------------------------------------ huge rows, never-live rows, bad enum codes (issue 31)
 
 def test_auto_places_where_only_tmmu_overflows():
     """Issue 31: no two huge rows live together, so offsets fit in 2^64 - 1,
