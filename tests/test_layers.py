@@ -389,3 +389,44 @@ def test_cpp_include_check_finds_an_upward_include(tmp_path):
         "emel/memory/core/plan.cpp: core/ includes emel/memory/placement/placement.hpp "
         "(placement/ is not below it)",
     ]
+
+
+# ---------------------------------------------------------------------------
+# the compiled module's type stub (python/emel/memory/_core.pyi)
+# ---------------------------------------------------------------------------
+def _stub_names(text: str) -> set[str]:
+    names = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            names.update(f"{node.name}.{m.name}" for m in node.body if isinstance(m, ast.FunctionDef))
+        elif isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            names.add(node.target.id)
+    return names
+
+
+def _module_names(module) -> set[str]:
+    import inspect
+    names = set()
+    for name, obj in vars(module).items():
+        if name.startswith("__"):
+            continue
+        names.add(name)
+        if inspect.isclass(obj):
+            for member, raw in vars(obj).items():
+                if member.startswith("_") and member != "__init__":
+                    continue
+                if member == "__init__" and "Initialize self" in (getattr(obj, member).__doc__ or ""):
+                    continue  # no constructor bound: made by the core only
+                if isinstance(raw, (property, staticmethod)) or callable(raw):
+                    names.add(f"{name}.{member}")
+    return names
+
+
+def test_core_stub_names_what_the_module_has():
+    """scripts/core_stub.py writes the stub; rerun it after changing src/bindings/."""
+    from emel.memory import _core
+    stub = (ROOT / "emel" / "memory" / "_core.pyi").read_text(encoding="utf-8")
+    assert _stub_names(stub) == _module_names(_core)
