@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 import emel.memory as mm
-from emel.memory import cbor, fit, native, reference, trace, trace_cli
+from emel.memory import cbor, fit, native, reference, trace, trace_cli, vocabulary
 from emel.memory import ggml as gg
 from emel.memory.determinism import sha256
 from emel.memory.pooling import PoolingAllocator
@@ -35,8 +35,10 @@ from emel.memory.reorder import LiveBytes, reorder
 from mutate import (mutate_bytes, mutate_value, rand_int, seed_ggml, seed_graph, seed_intervals,
                     odd_value)
 
-STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
-DETERMINISTIC = ("tmmu", "greedy_by_size", "best_fit")
+# From the core's strategy table: every strategy, and those the reference
+# implements bit for bit (the fuzzer compares them with it).
+STRATEGIES = vocabulary.STRATEGIES
+DETERMINISTIC = vocabulary.REFERENCE_STRATEGIES
 
 #: Input classes filed elsewhere: the driver counts them as "known", not as bugs.
 KNOWN: dict = {}

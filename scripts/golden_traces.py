@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 GRAPHS = ROOT / "data" / "graphs"   # the model graphs of the repository (data/README.md)
-if any((ROOT / "python" / "emel" / "memory").glob("_core*")):
+if any(p.suffix in (".so", ".pyd") for p in (ROOT / "python" / "emel" / "memory").glob("_core*")):
     # a checkout with its core built in place; otherwise the emel on the path (a wheel)
     sys.path.insert(0, str(ROOT / "python"))
 

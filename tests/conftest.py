@@ -36,6 +36,14 @@ def model_graph_path():
 
 
 @pytest.fixture(scope="session")
+def model_documents():
+    """path -> the parsed emel.graph/1 document of every model graph of data/graphs
+    (read once per session; tests must not modify them)."""
+    import json
+    return {path: json.loads(path.read_text()) for path in repo_data.GRAPH_FILES}
+
+
+@pytest.fixture(scope="session")
 def challenging_instance():
     """name (A-K) -> (lower, upper, size) of MiniMalloc's challenging instance."""
     import emel.memory as mm

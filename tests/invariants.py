@@ -399,7 +399,7 @@ def _check_arena(f, P, A, M, name, members, eff_align, has_mna):
                 "persistent tensors overlap", x, y)
 
     # no two live-together storage tensors share bytes (except in place)
-    _check_no_overlap(f, P, name, members, n_steps)
+    check_no_overlap(f, P, name, members, n_steps)
 
     # live counts: max_live, the peak of live bytes, and the lower bound,
     # which counts the bytes an in-place pair shares once (the victim's
@@ -459,8 +459,8 @@ def _check_arena(f, P, A, M, name, members, eff_align, has_mna):
         "internal_fragmentation_ratio", name, M["internal_fragmentation_ratio"][name], frag)
 
 
-def _check_no_overlap(f, P, name, members, n_steps):
-    """Sweep the steps; every tensor born at a step is checked against every
+def check_no_overlap(f, P, name, members, n_steps):
+    """The plans' one overlap check (tests/test_strategies_e0.py uses it too). Sweep the steps; every tensor born at a step is checked against every
     tensor live at that step (two inclusive intervals intersect iff both are
     live at the later birth)."""
     born = [[] for _ in range(n_steps)]

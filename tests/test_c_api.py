@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import emel.memory as mm
 import graphgen
-from emel.memory import determinism, native, sharding
+from emel.memory import determinism, native, sharding, vocabulary
 from emel.memory import ggml as gg
 from repo_data import GRAPH_FILES, graph_path
 
@@ -66,8 +66,10 @@ EXPECTED_LINES = [
     "ggml reallocation g1 size=40 x3=0/1/0",
     "ggml reallocation g2 size=40 y2=0/0/0",
     "ggml tallocr a=0 b=32 then ARENA_TOO_SMALL tensor=c",
-    "ggml error [INVALID_ARGUMENT] emel_ggml_gallocr_create: strategy must be 'ggml', 'tmmu', "
-    "'greedy_by_size', 'best_fit', 'auto' or 'optimal', got 'fastest'",
+    # the names listed are the core's strategy table's, after ggml's own
+    "ggml error [INVALID_ARGUMENT] emel_ggml_gallocr_create: strategy must be "
+    + ", ".join(repr(s) for s in ("ggml",) + vocabulary.STRATEGIES[:-1])
+    + f" or {vocabulary.STRATEGIES[-1]!r}, got 'fastest'",
     "ggml error INVALID_IR_SHAPES tensor=y",
     "ALL OK",
 ]
@@ -165,13 +167,12 @@ def test_header_compiles_as_cpp(native_paths, tmp_path):
 # include/emel/memory.h's emel_status, in order (the C API raises the core's six codes only)
 STATUS = ("OK", "INVALID_IR_SHAPES", "LIVENESS_CYCLE", "ALLOCATION_OVERFLOW", "ARENA_TOO_SMALL",
           "ALIGNMENT_VIOLATION", "ADDRESS_COLLISION", "INVALID_ARGUMENT", "OUT_OF_MEMORY", "INTERNAL")
-STRATEGY_CODES = {s: i for i, s in enumerate(("tmmu", "greedy_by_size", "best_fit", "auto", "optimal"))}
+STRATEGY_CODES = vocabulary.STRATEGY_CODES  # the core's table; test_header_enums_match_tables checks the header
 MODE_CODES = {m: i for i, m in enumerate(mm.MODES)}
 ROLE_CODES = {r: i for i, r in enumerate(graphgen.ROLES)}
 PHASE_CODES = {None: 0, "forward": 1, "backward": 2}
 NO_INDEX = ctypes.c_size_t(-1).value
-CASES = [("tmmu", "best"), ("greedy_by_size", "best"), ("greedy_by_size", "first"),
-         ("best_fit", "best"), ("auto", "best"), ("optimal", "best")]
+CASES = [(s, f) for s in vocabulary.STRATEGIES for f in (vocabulary.FITS if s == "greedy_by_size" else ("best",))]
 ROLE_ARENAS = [None, {"gradient": "activations"}, {"activation": "scratch", "output": "Ärena-ü/1"}]
 _U64 = 2**64
 
@@ -874,3 +875,19 @@ for strategy in (3, 4):  # EMEL_STRATEGY_AUTO, EMEL_STRATEGY_OPTIMAL
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["0 [0, 0, 0] 7", "0 [0, 0, 0] 7"]
+
+
+def test_header_enums_match_core_tables():
+    """include/emel/memory.h's enums are the core tables' codes, name for name
+    (core/tables.hpp; status.hpp checks the same at compile time)."""
+    import re
+    text = open(os.path.join(native.include_dir(), "emel", "memory.h"), encoding="utf-8").read()
+
+    def enum(prefix):
+        return {name.lower(): int(code) for name, code in re.findall(rf"\bEMEL_{prefix}_(\w+) = (\d+),", text)
+                if name != "MAX_ENUM_"}
+
+    assert enum("STRATEGY") == vocabulary.STRATEGY_CODES
+    assert enum("MODE") == {m: i for i, m in enumerate(vocabulary.MODES)}
+    assert enum("FIT") == {f: i for i, f in enumerate(vocabulary.FITS)}
+    assert enum("ROLE") == {r.name: r.code for r in vocabulary.ROLE_TABLE}

@@ -233,7 +233,7 @@ def test_frictions_of_a_first_session(tmp_path, capsys, monkeypatch):
     assert "is `dask scheduler` running there" in err and err.count("\n") == 1
 
 
-# ---------------------------------------------------------------- issue 31
+# ---------------------- hostile paths and arguments: pipes, /dev/zero, deep JSON (issue 31)
 
 def _one_line_exit(main, argv, code, capsys, needle):
     """main(argv) ends with ``code`` (returned, or by argparse's SystemExit) and

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ PREFIX = "emel.memory."
 
 LAYERS = {
     # 0: primitives
-    "emel": 0, "errors": 0, "cbor": 0, "formats": 0, "native": 0, "_core": 0,
+    "emel": 0, "errors": 0, "cbor": 0, "formats": 0, "native": 0, "_core": 0, "vocabulary": 0,
     # 1: data model
     "determinism": 1, "symbolic": 1, "graph": 1, "plan_data": 1, "examples": 1, "arena_layout": 1,
     # 2: graph transformations the planner applies
@@ -329,3 +330,105 @@ def test_an_empty_slot_says_which_module_to_import(monkeypatch):
         p.plot()
     with pytest.raises(ValueError, match="no plan method slot"):
         plan_data.register_plan_method("nope", print)
+
+
+# ---------------------------------------------------------------------------
+# C++: the include directions of src/ (docs/architecture.md, "Include directions")
+# ---------------------------------------------------------------------------
+CPP_SRC = ROOT.parent / "src"
+#: folder of src/emel/memory -> the folders below it that it may include (its
+#: own headers always); src/bindings may include any of them. A new folder must
+#: be placed here.
+CPP_MAY_INCLUDE = {
+    "core": set(),
+    "placement": {"core"},
+    "determinism": {"core"},
+    "runtime": {"determinism", "core"},
+    "ggml": {"placement", "core"},
+    "pipeline": {"placement", "determinism", "core"},
+    "c_api": {"pipeline", "ggml", "runtime", "placement", "determinism", "core"},
+}
+_CPP_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def cpp_include_violations(src: Path = CPP_SRC) -> list[str]:
+    """One line per quoted #include that breaks the table above, or per
+    folder of src/emel/memory that the table does not place."""
+    out = []
+    core_root = src / "emel" / "memory"
+    for folder in sorted(p.name for p in core_root.iterdir() if p.is_dir()):
+        if folder not in CPP_MAY_INCLUDE:
+            out.append(f"src/emel/memory/{folder}/: a folder with no place in CPP_MAY_INCLUDE")
+    for path in sorted(src.rglob("*.[ch]pp")):
+        rel = path.relative_to(src).as_posix()
+        parts = rel.split("/")
+        folder = parts[2] if parts[:2] == ["emel", "memory"] and len(parts) > 3 else None
+        for target in _CPP_INCLUDE.findall(path.read_text(encoding="utf-8")):
+            if not target.startswith("emel/memory/"):
+                if folder is not None and target != "emel/memory.h":
+                    out.append(f"{rel}: includes {target!r} without its folder")
+                continue
+            other = target.split("/")[2]
+            if folder is None or other == folder:
+                continue  # src/bindings, or the folder's own header
+            if other not in CPP_MAY_INCLUDE.get(folder, set()):
+                out.append(f"{rel}: {folder}/ includes {target} ({other}/ is not below it)")
+    return out
+
+
+def test_cpp_include_directions():
+    assert cpp_include_violations() == []
+
+
+def test_cpp_include_check_finds_an_upward_include(tmp_path):
+    core = tmp_path / "emel" / "memory" / "core"
+    core.mkdir(parents=True)
+    (core / "plan.cpp").write_text('#include "emel/memory/core/plan.hpp"\n'
+                                   '#include "emel/memory/placement/placement.hpp"\n')
+    (tmp_path / "emel" / "memory" / "newfolder").mkdir()
+    assert cpp_include_violations(tmp_path) == [
+        "src/emel/memory/newfolder/: a folder with no place in CPP_MAY_INCLUDE",
+        "emel/memory/core/plan.cpp: core/ includes emel/memory/placement/placement.hpp "
+        "(placement/ is not below it)",
+    ]
+
+
+# ---------------------------------------------------------------------------
+# the compiled module's type stub (python/emel/memory/_core.pyi)
+# ---------------------------------------------------------------------------
+def _stub_names(text: str) -> set[str]:
+    names = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            names.update(f"{node.name}.{m.name}" for m in node.body if isinstance(m, ast.FunctionDef))
+        elif isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            names.add(node.target.id)
+    return names
+
+
+def _module_names(module) -> set[str]:
+    import inspect
+    names = set()
+    for name, obj in vars(module).items():
+        if name.startswith("__"):
+            continue
+        names.add(name)
+        if inspect.isclass(obj):
+            for member, raw in vars(obj).items():
+                if member.startswith("_") and member != "__init__":
+                    continue
+                if member == "__init__" and "Initialize self" in (getattr(obj, member).__doc__ or ""):
+                    continue  # no constructor bound: made by the core only
+                if isinstance(raw, (property, staticmethod)) or callable(raw):
+                    names.add(f"{name}.{member}")
+    return names
+
+
+def test_core_stub_names_what_the_module_has():
+    """scripts/core_stub.py writes the stub; rerun it after changing src/bindings/."""
+    from emel.memory import _core
+    stub = (ROOT / "emel" / "memory" / "_core.pyi").read_text(encoding="utf-8")
+    assert _stub_names(stub) == _module_names(_core)

@@ -15,15 +15,10 @@ from repo_data import GRAPH_FILES as FILES
 CASES = [(path, mode) for path in FILES for mode in mm.MODES]
 
 
-@pytest.fixture(scope="module")
-def documents():
-    return {path: json.loads(path.read_text()) for path in FILES}
-
-
 @pytest.mark.parametrize("path,mode", CASES, ids=[f"{p.stem}-{m}" for p, m in CASES])
 @pytest.mark.parametrize("alignment", [None, 32])
-def test_model_graph_matches_reference_and_invariants(documents, path, mode, alignment):
-    doc = documents[path]
+def test_model_graph_matches_reference_and_invariants(model_documents, path, mode, alignment):
+    doc = model_documents[path]  # conftest.py
     plan = mm.plan(doc, strategy="tmmu", mode=mode, alignment=alignment)
     ours = plan.to_dict()
     ref = reference.plan(doc, mode=mode, alignment=alignment)
@@ -36,12 +31,12 @@ def test_model_graph_matches_reference_and_invariants(documents, path, mode, ali
         assert arena.size >= arena.lower_bound or not arena.persistent
 
 
-def test_training_graphs_differ_by_mode(documents):
+def test_training_graphs_differ_by_mode(model_documents):
     """Saved tensors make the forward mode keep more than inference."""
     for path in FILES:
         if "training" not in path.stem:
             continue
-        doc = documents[path]
+        doc = model_documents[path]
         inf = mm.plan(doc, strategy="tmmu", mode="inference")
         fwd = mm.plan(doc, strategy="tmmu", mode="forward")
         assert fwd.metrics["total_lower_bound"] > inf.metrics["total_lower_bound"]

@@ -12,20 +12,9 @@ import pytest
 import emel.memory as mm
 from emel.memory import _core
 
+from placement_check import first_overlap
+
 import peers  # bench/peers.py: its sweep checker, independent of the planner
-
-
-def overlapping_pair(lower, upper, size, offsets):
-    """Two live, non-empty rows live together whose byte ranges meet, or None."""
-    live = (lower < upper) & (size > 0)
-    idx = np.flatnonzero(live)
-    lo, up, sz, off = lower[idx], upper[idx], size[idx], offsets[idx]
-    together = (lo[:, None] < up[None, :]) & (lo[None, :] < up[:, None])
-    meet = (off[:, None] < off[None, :] + sz[None, :]) & (off[None, :] < off[:, None] + sz[:, None])
-    clash = together & meet
-    np.fill_diagonal(clash, False)
-    pairs = np.argwhere(clash)
-    return None if len(pairs) == 0 else (int(idx[pairs[0][0]]), int(idx[pairs[0][1]]))
 
 
 def events(lower, upper, size):
@@ -100,11 +89,11 @@ def test_window_is_the_widest_around_the_peak_and_kept_by_first_fit(seed, max_bu
     cut_lower = np.maximum(lower[members], start)
     cut_upper = np.minimum(upper[members], stop)
     window_offsets = np.asarray(w["window_offsets"], dtype=np.uint64)
-    assert overlapping_pair(cut_lower, cut_upper, size[members], window_offsets) is None
+    assert first_overlap(cut_lower, cut_upper, size[members], window_offsets) is None
     # ...and the full placement on the full ones, with every window row kept
     # at or below its window offset, so the window's end is kept.
     offsets = np.asarray(w["offsets"], dtype=np.uint64)
-    assert overlapping_pair(lower, upper, size, offsets) is None
+    assert first_overlap(lower, upper, size, offsets) is None
     assert np.all(offsets[members] <= window_offsets)
     live = (lower < upper)
     assert w["end"] == int((offsets + size)[live].max())

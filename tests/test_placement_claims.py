@@ -1,4 +1,4 @@
-"""Issue 11 §1: what placement claims must be true.
+"""What placement claims must be true (issue 11 §1).
 
 An independent exhaustive solver checks `optimal`'s proofs on tiny instances;
 never-live rows, zero-size rows, capacities and the lower bound each get a
@@ -18,7 +18,7 @@ from placement_check import first_overlap as overlap
 
 from repo_data import GRAPH_FILES as GRAPHS
 
-STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
+from emel.memory.vocabulary import STRATEGIES
 
 
 def exhaustive_optimum(lower, upper, size):

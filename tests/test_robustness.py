@@ -1,4 +1,4 @@
-"""Issue 12: what fuzzing found on the public surfaces, one regression test per
+"""Regressions of what fuzzing found on the public surfaces (issue 12), one test per
 finding. Each input used to crash, hang, answer wrongly or raise a stray
 exception type; each must now give the documented error naming the field."""
 
@@ -16,6 +16,7 @@ import pytest
 
 import emel
 import emel.memory as mm
+from emel.memory.vocabulary import STRATEGIES
 from emel.memory import cbor, native, trace_cli
 from emel.memory import ggml as gg
 from emel.memory.checkpoint import CheckpointError
@@ -435,7 +436,7 @@ def test_from_arrays_ragged_roles():
     assert _code(e) == "INVALID_IR_SHAPES" and "roles" in str(e.value)
 
 
-# ---------------------------------------------------------------- issue 31
+# ------------------------------------ huge rows, never-live rows, bad enum codes (issue 31)
 
 def test_auto_places_where_only_tmmu_overflows():
     """Issue 31: no two huge rows live together, so offsets fit in 2^64 - 1,
@@ -453,7 +454,7 @@ def test_auto_places_where_only_tmmu_overflows():
         assert mm.place(*rows, strategy=s, capacity=huge + 16).size == huge + 16
 
 
-@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size", "best_fit", "auto", "optimal"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_never_live_row_is_not_rounded_up(strategy):
     """Issue 31: a row with lower == upper holds no bytes, so its size is never
     aligned: 2^64 - 1 at alignment 16 was refused ("size overflows when aligned")."""

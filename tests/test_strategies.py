@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import emel.memory as mm
+from emel.memory.vocabulary import STRATEGIES
 from placement_check import first_overlap as overlaps
 
 from repo_data import GGML_BASELINE, GRAPH_FILES as GRAPHS, challenging_path, graph_path
@@ -51,7 +52,7 @@ def test_place_alignment_rounds_sizes_and_offsets():
         mm.place([0], [1], [8], strategy="nope")
 
 
-@pytest.mark.parametrize("strategy", ["tmmu", "greedy_by_size", "best_fit", "auto", "optimal"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_place_random_never_overlaps(strategy):
     rng = np.random.default_rng(7)
     lower = rng.integers(0, 50, 120)

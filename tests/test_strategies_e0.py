@@ -35,13 +35,15 @@ from hypothesis import strategies as st
 import emel.memory as mm
 import graphgen
 from emel.memory import reference as ref
-from invariants import analyze_graph, plan_diff as diff
+from invariants import analyze_graph, check_no_overlap, plan_diff as diff
 from repo_data import GRAPH_FILES
 
 PlanError = mm.PlanError
 
 #: (strategy, fit) pairs under test, and the ``method`` each arena records.
-CASES = (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("best_fit", "best"))
+#: (from the core's strategy table: the offset strategies the reference implements)
+CASES = tuple((s, f) for s in ref.OFFSET_STRATEGIES
+              for f in (ref.FITS if s == "greedy_by_size" else ("best",)))
 METHOD = {("greedy_by_size", "best"): "greedy_by_size",
           ("greedy_by_size", "first"): "greedy_by_size_first_fit",
           ("best_fit", "best"): "best_fit"}
@@ -212,7 +214,7 @@ def check_offset_plan(graph, plan, mode, *, strategy, fit="best", arenas=None, a
             reserved = {t: buffer_size[group[t]] for t in ts}
             end = max((P[t]["offset"] + reserved[t] for t in ts), default=0)
             assert a["size"] == _align_up(end, a["alignment"]), ("arena size", name, a["size"], end)
-        _check_no_live_overlap(f, P, name, ts)
+        check_no_overlap(f, P, name, ts, f.last + 1)  # invariants.py's, the one plan overlap check
         # live bytes and counts
         steps = f.last + 1
         cnt, byt, shared = [0] * (steps + 1), [0] * (steps + 1), [0] * (steps + 1)
@@ -262,21 +264,6 @@ def check_offset_plan(graph, plan, mode, *, strategy, fit="best", arenas=None, a
         if P[x]["arena"] == P[y]["arena"]:
             assert not _overlap(P[x]["offset"], P[x]["size"], P[y]["offset"], P[y]["size"]), ("mna", x, y)
     return True
-
-
-def _check_no_live_overlap(f, P, name, ts):
-    """Storage tensors live at a common step have disjoint bytes, except a
-    taker and its victim (born / dying at that step at the same offset)."""
-    live = []
-    for t in sorted((t for t in ts if f.size[t] > 0), key=lambda t: (f.birth[t], t)):
-        live = [u for u in live if f.death[u] >= f.birth[t]]
-        for u in live:
-            if not _overlap(P[t]["offset"], f.size[t], P[u]["offset"], f.size[u]):
-                continue
-            legal = any(P[x].get("inplace_of") == y and f.birth[x] == f.death[y] and P[x]["offset"] == P[y]["offset"]
-                        for x, y in ((t, u), (u, t)))
-            assert legal, ("live tensors overlap", name, t, u, P[t], P[u])
-        live.append(t)
 
 
 # ---------------------------------------------------------------------------
@@ -660,11 +647,6 @@ def test_taker_listed_before_its_same_step_victim():
 # ---------------------------------------------------------------------------
 MODEL_CASES = [(path, mode, strategy, fit) for path in GRAPH_FILES for mode in graphgen.MODES
                for strategy, fit in CASES]
-
-
-@pytest.fixture(scope="module")
-def model_documents():
-    return {path: json.loads(path.read_text()) for path in GRAPH_FILES}
 
 
 @pytest.mark.parametrize("path,mode,strategy,fit", MODEL_CASES,

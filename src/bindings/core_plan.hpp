@@ -3,12 +3,7 @@
 // applied to arenas (src/bindings/arenas.cpp).
 #pragma once
 
-#include <memory>
+#include "emel/memory/pipeline/pipeline.hpp"
 
-#include "emel/memory/core/graph.hpp"
-#include "emel/memory/core/plan.hpp"
-
-struct CorePlan {
-    std::shared_ptr<const emel::memory::Graph> graph;
-    emel::memory::Plan plan;
-};
+// What _core.plan() returns (Python: _core.CorePlan): pipeline's PlannedGraph.
+using CorePlan = emel::memory::PlannedGraph;

@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "emel/memory/core/graph.hpp"
+#include "emel/memory/determinism/plan_hash.hpp"
 #include "emel/memory/core/plan.hpp"
 #include "emel/memory/determinism/cbor.hpp"
 

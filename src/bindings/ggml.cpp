@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "emel/memory/ggml/ggml_alloc.hpp"
 #include "emel/memory/ggml/graph_allocator.hpp"
 
 namespace py = pybind11;
@@ -74,6 +75,11 @@ std::vector<AddressTuple> to_tuples(const std::vector<ggml::Address>& v) {
 }  // namespace
 
 void bind_ggml(py::module_& m) {
+    py::class_<ggml::TensorAllocator>(m, "GgmlTensorAllocator")
+        .def(py::init<uint64_t, uint64_t>(), py::arg("buffer_size"), py::arg("alignment"))
+        .def("alloc", &ggml::TensorAllocator::alloc, py::arg("size"), py::arg("name") = "")
+        .def_property_readonly("offset", &ggml::TensorAllocator::offset);
+
     py::class_<ggml::Graph>(m, "GgmlGraph")
         .def(py::init(&graph_from_rows), py::arg("tensors"), py::arg("nodes"), py::arg("leafs"))
         .def_property_readonly("num_tensors", [](const ggml::Graph& g) { return g.tensors.size(); });

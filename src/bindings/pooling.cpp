@@ -14,7 +14,7 @@ namespace {
 
 PoolPolicy parse_policy(const std::string& p) {
     if (p == "exact") return PoolPolicy::ExactSize;
-    if (p == "best_fit") return PoolPolicy::BestFit;
+    if (p == "best_fit") return PoolPolicy::SmallestBlock;
     throw py::value_error("policy must be 'exact' or 'best_fit', got '" + p + "'");
 }
 

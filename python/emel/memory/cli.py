@@ -21,6 +21,7 @@ from . import examples
 from .graph import load_graph, read_input_file
 from .formats import format_bytes
 from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, mode_hint, plan
+from .vocabulary import FITS, SEARCH_STRATEGIES
 from .shapes import resolve_at
 
 
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
                    help=f"placement strategy (default: {DEFAULT_STRATEGY}, the smallest plans; tmmu "
                         f"is the specification's slot colouring)")
-    p.add_argument("--fit", choices=("best", "first"), default="best",
+    p.add_argument("--fit", choices=FITS, default="best",
                    help="gap choice of greedy_by_size (default: best)")
     p.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
                    help="work budget of auto and optimal, in deterministic work units "
@@ -264,7 +265,7 @@ def overhead_notes(result) -> list[str]:
             notes.append(head + "tmmu, the specification's slot colouring, rounds every slot up to "
                                 "its largest tensor; --strategy auto (the default) places tensors "
                                 "at byte offsets")
-        elif result.strategy in ("greedy_by_size", "best_fit"):
+        elif result.strategy not in SEARCH_STRATEGIES:  # greedy_by_size, best_fit
             notes.append(head + f"{result.strategy} is one greedy pass; --strategy auto (the "
                                 f"default) searches further")
         elif not r["optimal"]:

@@ -17,11 +17,12 @@ from typing import Any, Iterable
 
 from .errors import PlanError, U64_MAX, check_u64, is_int, is_text
 from .formats import format_bytes
+from . import vocabulary
 from .symbolic import (ShapeEnvelope, concrete_shape, document_envelope, envelope_of_tensors, is_symbolic,
                       parse_symbolic_dim)
 
 FORMAT = "emel.graph/1"
-ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
+ROLES = vocabulary.ROLES  # the core's table (core/tables.hpp)
 PHASES = ("forward", "backward")
 
 _TENSOR_KEYS = ("id", "shape", "dtype", "role", "nbytes", "arena", "alignment",

@@ -18,14 +18,21 @@ from .planning import DEFAULT_TIME_BUDGET_MS, check_strategy, core_budget
 
 @dataclass(frozen=True)
 class Placement:
-    """The result of :func:`place`: ``offsets`` (uint64, one per row) and ``size``."""
+    """The result of :func:`place`: ``offsets`` (uint64, one per row) and ``size``.
+
+    Two bounds, different things (docs/architecture.md, "Bounds"):
+    ``lower_bound`` is the rows' peak of live bytes (sizes rounded to the
+    alignment), which no placement can go below, for every strategy;
+    ``proven_bound`` is what auto / optimal proved about ``size`` within its
+    budget (``optimal`` when it reaches ``size``).
+    """
     offsets: np.ndarray
     size: int
     strategy: str
     method: str
-    lower_bound: int
+    lower_bound: int   # the rows' peak of live bytes
     optimal: bool
-    proven_bound: int
+    proven_bound: int  # the search's proven bound (auto, optimal)
     work: int
 
     def __iter__(self):  # offsets, size = place(...)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .formats import format_bytes, format_percent, format_ratio
 from .graph import Graph
+from .vocabulary import SEARCH_STRATEGIES
 
 PLAN_FORMAT = "emel.plan/1"
 
@@ -152,7 +153,7 @@ class Plan:
 
     def _searched(self, row: dict) -> bool:
         """auto and optimal prove a bound for each arena they place by offsets."""
-        return self.strategy in ("auto", "optimal") and row["slots"] is None
+        return self.strategy in SEARCH_STRATEGIES and row["slots"] is None
 
     @property
     def metrics(self) -> dict:
@@ -227,7 +228,7 @@ class Plan:
                 entry["capacity_bytes"] = row["capacity_bytes"]
             if row["slots"] is None:  # placed by an offset strategy: say how
                 entry["method"] = row["method"]
-                if self.strategy in ("auto", "optimal"):
+                if self.strategy in SEARCH_STRATEGIES:
                     entry.update(work=row["work"], optimal=row["optimal"],
                                  proven_bound=row["proven_bound"])
             arenas[row["name"]] = entry

@@ -24,14 +24,12 @@ from .plan_data import PLAN_FORMAT, ArenaPlacement, Plan, TensorPlacement  # noq
 from .reorder import optimize_order
 from .sharding import shard_graph
 from .symbolic import resolve
-
-MODES = ("inference", "forward", "backward")
-STRATEGIES = ("tmmu", "greedy_by_size", "best_fit", "auto", "optimal")
+# The names come from the core's tables (core/tables.hpp), never spelled here.
+from .vocabulary import FITS, MODES, STRATEGIES  # noqa: F401  (re-exports)
 #: What plan() and every command that plans use unless told otherwise: the
 #: smallest plans (docs/strategies.md §4). tmmu, the specification's slot
 #: colouring, stays selectable by name.
 DEFAULT_STRATEGY = "auto"
-FITS = ("best", "first")
 #: What ``time_budget_ms=None`` (the default) means: auto and optimal follow
 #: the default-budget policy (docs/strategies.md §4): a deterministic work
 #: budget from the instance: 200 ms worth where the first greedy answer is
@@ -132,7 +130,7 @@ def check_strategy(strategy: str, fit: str, time_budget_ms: Any) -> None:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     if fit not in FITS:
-        raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
+        raise ValueError(f"fit must be {' or '.join(repr(f) for f in FITS)}; got {fit!r}")
     if time_budget_ms is not None and (not is_int(time_budget_ms) or time_budget_ms < 0):
         raise ValueError(f"time_budget_ms must be an integer >= 0 or None; got {time_budget_ms!r}")
 

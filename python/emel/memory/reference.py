@@ -44,6 +44,7 @@ from .cbor import dumps as cbor_dumps
 from .errors import PlanError, U64_MAX, is_int, is_text
 from .symbolic import resolve as _resolve_symbolic_dims
 from .sharding import shard_graph
+from . import vocabulary
 
 __all__ = [
     "plan",
@@ -74,14 +75,17 @@ __all__ = [
 #: The largest power of two that is a u64 (CHOICE: the largest valid alignment).
 MAX_ALIGNMENT = 2**63
 
-MODES = ("inference", "forward", "backward")
-#: The strategies the reference implements (``auto`` and ``optimal`` are C++ only).
-STRATEGIES = ("tmmu", "greedy_by_size", "best_fit")
-#: strategies.md: the strategies that place buffers at byte offsets (no slots).
-OFFSET_STRATEGIES = ("greedy_by_size", "best_fit")
+# The names are the core's tables (core/tables.hpp, through emel.memory.vocabulary);
+# the rules below them are the reference's own.
+MODES = vocabulary.MODES
+#: The strategies the reference implements: the table's has_reference column
+#: (``auto`` and ``optimal`` are C++ only).
+STRATEGIES = vocabulary.REFERENCE_STRATEGIES
+#: strategies.md: the strategies that place buffers at byte offsets (tmmu colours slots).
+OFFSET_STRATEGIES = tuple(s for s in STRATEGIES if s != "tmmu")
 #: strategies.md §2: greedy_by_size's gap choice.
-FITS = ("best", "first")
-ROLES = ("input", "parameter", "activation", "gradient", "optimizer_state", "output")
+FITS = vocabulary.FITS
+ROLES = vocabulary.ROLES
 PHASES = ("forward", "backward")
 #: §2: roles that live for the whole program.
 PERSISTENT_ROLES = frozenset(("parameter", "optimizer_state"))
@@ -154,7 +158,7 @@ def _check_strategy(strategy, fit="best"):
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
     if fit not in FITS:
-        raise ValueError(f"fit must be 'best' or 'first'; got {fit!r}")
+        raise ValueError(f"fit must be {' or '.join(repr(f) for f in FITS)}; got {fit!r}")
 
 
 def _bad(message, **where):

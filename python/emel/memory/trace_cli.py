@@ -23,7 +23,7 @@ from .cli import (add_determinism_options, add_layout_option, check_output_path,
                   layout_of, load_model_or_graph)
 from .errors import PlanError
 from .graph import read_input_file
-from .planning import DEFAULT_STRATEGY, MODES, STRATEGIES, plan
+from .planning import DEFAULT_STRATEGY, FITS, MODES, STRATEGIES, plan
 from .trace import encode, first_difference, parse, to_jsonl, trace_records
 
 
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("trace", help="a trace written by `emel-trace record`")
     add_determinism_options(ver, rank=False)  # verify takes rank and world size from the trace
     for q in (rec, ver):
-        q.add_argument("--fit", choices=("best", "first"), default="best")
+        q.add_argument("--fit", choices=FITS, default="best")
         q.add_argument("--time-budget-ms", type=int, default=None, metavar="MS",
                        help="work budget of auto and optimal (default: 200 when the first pass is within "
                         "0.5%% of the lower bound, else 4000; a proven optimum ends it sooner)")

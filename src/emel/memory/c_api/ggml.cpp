@@ -342,8 +342,7 @@ EMEL_API emel_status emel_ggml_gallocr_create(const emel_ggml_buffer_type* const
         const std::string name = strategy ? strategy : "ggml";
         std::optional<Strategy> s;
         if (!ggml::strategy_from_name(name, s))
-            bad_arg(fn, "strategy must be 'ggml', 'tmmu', 'greedy_by_size', 'best_fit', 'auto' or "
-                        "'optimal', got " + q(name));
+            bad_arg(fn, "strategy must be " + quoted_names(kStrategies, "ggml") + ", got " + q(name));
         // The same handle twice is one shared buffer type, as in ggml.
         std::vector<const emel_ggml_buffer_type*> distinct;
         std::vector<ggml::BufferType> unique_types;

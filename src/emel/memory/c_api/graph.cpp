@@ -84,7 +84,7 @@ void add_graph_tensor(emel_graph* graph, const char* fn, const char* id, const c
     need(id, fn, "id");
     need(dtype, fn, "dtype");
     if (ndim > 0) need(shape, fn, "shape");
-    if (r < EMEL_ROLE_INPUT || r > EMEL_ROLE_OUTPUT)
+    if (!is_role_code(r))
         bad_arg(fn, "tensor " + q(id) + ": unknown role " + std::to_string(r), id);
     if (graph->read_only) bad_arg(fn, "a graph made by emel_graph_from_arrays is read-only");
     // Phase A, as the Python reader does it (graph.py normalize_tensor).

@@ -46,7 +46,7 @@ emel_status place_ex(const uint64_t* lower, const uint64_t* upper, const uint64_
             need(offsets_out, fn, "offsets_out");
         }
         if (n >= kNone) bad_arg(fn, "too many buffers (" + std::to_string(n) + ")");
-        const Fit f = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        const Fit f = static_cast<Fit>(fit);  // range-checked above
         const RowPlacement r = place_rows(std::vector<uint64_t>(lower, lower + n),
                                           std::vector<uint64_t>(upper, upper + n),
                                           std::vector<uint64_t>(size, size + n), alignment,

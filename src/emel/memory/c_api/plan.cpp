@@ -21,7 +21,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/graph.hpp"
 #include "emel/memory/core/plan.hpp"
-#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/pipeline/pipeline.hpp"
 
 using namespace emel::memory;
 using namespace emel::memory::c_api;
@@ -133,7 +133,7 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         // inputs, then the graph.
         const int mode = enum_arg(o.mode);
         const int strategy = enum_arg(o.strategy), fit = enum_arg(o.fit);
-        if (mode < EMEL_MODE_INFERENCE || mode > EMEL_MODE_BACKWARD)
+        if (!is_mode_code(mode))
             bad_arg(fn, "unknown mode " + std::to_string(mode));
         check_strategy_fit(strategy, fit, fn);
         if (o.num_arenas > 0) need(o.arenas, fn, "options->arenas");
@@ -152,7 +152,7 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         PlanOptions opt;
         opt.mode = static_cast<Mode>(mode);
         opt.strategy = static_cast<Strategy>(strategy);
-        opt.fit = fit == EMEL_FIT_FIRST ? Fit::First : Fit::Best;
+        opt.fit = static_cast<Fit>(fit);
         opt.work_budget = budget_units(o.time_budget_ms);
         opt.default_alignment = o.default_alignment;
         for (size_t k = 0; k < o.num_arenas; ++k) {
@@ -193,9 +193,9 @@ void create_plan(const emel_graph* graph, const emel_plan_options* options,
         GraphInput scratch;
         const GraphInput& in = input_of(*graph, scratch);
         auto p = std::make_unique<emel_plan>();
-        p->graph = std::make_unique<const Graph>(build_graph(in));
-        p->plan = make_plan(*p->graph, opt);
-        hash_plan(in, *p->graph, opt, p->plan);
+        PlannedGraph planned = plan_graph(in, opt);  // pipeline/pipeline.cpp
+        p->graph = std::move(planned.graph);
+        p->plan = std::move(planned.plan);
         p->index.reserve(p->graph->num_tensors);
         for (uint32_t t = 0; t < p->graph->num_tensors; ++t)
             p->index.emplace(p->graph->tensor_id[t], t);
@@ -280,7 +280,7 @@ EMEL_API emel_status emel_plan_arena_lower_bound(const emel_plan* plan, size_t a
     return guarded([&] {
         const uint32_t a = arena_at(plan, arena, "emel_plan_arena_lower_bound");
         need(out, "emel_plan_arena_lower_bound", "out");
-        *out = plan->plan.arenas[a].lower_bound;
+        *out = plan->plan.arenas[a].inplace_aware_bound;  // the public "lower bound"
     });
 }
 

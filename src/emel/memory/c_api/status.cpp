@@ -21,7 +21,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/graph.hpp"
 #include "emel/memory/core/plan.hpp"
-#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/core/strategy.hpp"
 
 using namespace emel::memory;
 using namespace emel::memory::c_api;
@@ -145,9 +145,9 @@ uint64_t budget_units(uint64_t time_budget_ms) {
 }
 
 void check_strategy_fit(int strategy, int fit, const char* fn) {
-    if (strategy < EMEL_STRATEGY_TMMU || strategy > EMEL_STRATEGY_OPTIMAL)
+    if (strategy < 0 || static_cast<size_t>(strategy) >= kNumStrategies)
         bad_arg(fn, "unknown strategy " + std::to_string(strategy));
-    if (fit != EMEL_FIT_BEST && fit != EMEL_FIT_FIRST)
+    if (fit < 0 || static_cast<size_t>(fit) >= kNumFits)
         bad_arg(fn, "fit must be EMEL_FIT_BEST or EMEL_FIT_FIRST, got " + std::to_string(fit));
 }
 

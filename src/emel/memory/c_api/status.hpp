@@ -36,10 +36,30 @@ struct emel_graph {
 };
 
 struct emel_plan {
-    std::unique_ptr<const emel::memory::Graph> graph;  // owned: index below views its ids
+    std::shared_ptr<const emel::memory::Graph> graph;  // owned: index below views its ids
     emel::memory::Plan plan;
     std::unordered_map<std::string_view, uint32_t> index;
 };
+
+// The C enums' codes are the core tables' codes (core/tables.hpp): the header
+// appends in table order, and these checks fail the build where they drift.
+static_assert(EMEL_STRATEGY_TMMU == static_cast<int>(emel::memory::Strategy::Tmmu) &&
+                  EMEL_STRATEGY_GREEDY_BY_SIZE == static_cast<int>(emel::memory::Strategy::GreedyBySize) &&
+                  EMEL_STRATEGY_BEST_FIT == static_cast<int>(emel::memory::Strategy::BestFit) &&
+                  EMEL_STRATEGY_AUTO == static_cast<int>(emel::memory::Strategy::Auto) &&
+                  EMEL_STRATEGY_OPTIMAL + 1 == emel::memory::kNumStrategies,
+              "emel_strategy and kStrategies differ");
+static_assert(EMEL_FIT_BEST == static_cast<int>(emel::memory::Fit::Best) &&
+                  EMEL_FIT_FIRST + 1 == emel::memory::kNumFits,
+              "emel_fit and kFits differ");
+static_assert(EMEL_MODE_INFERENCE == static_cast<int>(emel::memory::Mode::Inference) &&
+                  EMEL_MODE_FORWARD == static_cast<int>(emel::memory::Mode::Forward) &&
+                  EMEL_MODE_BACKWARD + 1 == emel::memory::kNumModes,
+              "emel_mode and kModes differ");
+static_assert(EMEL_ROLE_OUTPUT + 1 == emel::memory::kNumRoles && EMEL_NUM_ROLES == emel::memory::kNumRoles &&
+                  EMEL_ROLE_GRADIENT == static_cast<int>(emel::memory::Role::Gradient) &&
+                  EMEL_ROLE_OPTIMIZER_STATE == static_cast<int>(emel::memory::Role::OptimizerState),
+              "emel_role and kRoles differ");
 
 namespace emel::memory::c_api {
 
@@ -107,7 +127,10 @@ int enum_arg(const E& e) {
 void check_graph(const emel_graph* g, const char* fn);
 const GraphInput& input_of(const emel_graph& g, GraphInput& scratch);
 uint64_t budget_units(uint64_t time_budget_ms);
+// Range checks of a caller's enum codes against the core tables.
 void check_strategy_fit(int strategy, int fit, const char* fn);
+inline bool is_mode_code(int m) { return m >= 0 && static_cast<size_t>(m) < kNumModes; }
+inline bool is_role_code(int r) { return r >= 0 && static_cast<size_t>(r) < kNumRoles; }
 const emel_plan& check_plan(const emel_plan* p, const char* fn);
 
 }  // namespace emel::memory::c_api

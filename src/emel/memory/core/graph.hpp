@@ -7,19 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "emel/memory/core/tables.hpp"  // Role, its names and default arenas
+
 namespace emel::memory {
 
 constexpr uint32_t kNone = UINT32_MAX;
 
-enum class Role : uint8_t { Input, Parameter, Activation, Gradient, OptimizerState, Output };
 enum class Phase : uint8_t { Unspecified, Forward, Backward };
 
-// Parameters and optimizer state live for the whole program.
-inline bool is_persistent_role(Role r) {
-    return r == Role::Parameter || r == Role::OptimizerState;
-}
-const char* role_name(Role r);
-const char* default_arena_for(Role r);
+// Parameters and optimizer state live for the whole program (kRoles).
+inline bool is_persistent_role(Role r) { return role_info(r).persistent; }
+inline const char* default_arena_for(Role r) { return role_info(r).default_arena; }
 
 // One graph as supplied: ids are strings, lists are flattened with start
 // offsets (entry i spans [start[i], start[i+1])). Document order is kept.

@@ -25,7 +25,7 @@ uint32_t choose_inplace_victim(const Graph& g, const Plan& p, uint32_t t,
         if (i == t || g.is_view(i) || p.arena_of[i] != p.arena_of[t]) continue;
         if (p.live.death[i] != s) continue;
         const Role r = g.role[i];
-        if (r == Role::Input || r == Role::Output || is_persistent_role(r)) continue;
+        if (role_info(r).never_inplace_victim) continue;
         if (p.live.is_output[i] || p.live.is_saved[i]) continue;
         if (g.size[i] < g.size[t] || aliased_here(i) || !still_free(i)) continue;
         if (best == kNone || g.size[i] > g.size[best] ||

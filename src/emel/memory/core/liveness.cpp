@@ -6,15 +6,6 @@
 
 namespace emel::memory {
 
-const char* mode_name(Mode m) {
-    switch (m) {
-        case Mode::Inference: return "inference";
-        case Mode::Forward: return "forward";
-        case Mode::Backward: return "backward";
-    }
-    return "?";
-}
-
 Liveness analyze_liveness(const Graph& g, Mode mode) {
     const uint32_t T = g.num_tensors;
     const uint32_t last = g.num_steps == 0 ? 0 : g.num_steps - 1;

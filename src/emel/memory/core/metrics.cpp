@@ -93,13 +93,13 @@ void compute_metrics(const Graph& g, Plan& p) {
                             "arena '" + a.name + "': live bytes at the peak exceed 2^64-1", {}, {},
                             a.name);
         a.peak_live_bytes = static_cast<uint64_t>(best_bytes);
-        a.lower_bound = static_cast<uint64_t>(best_group_bytes);
+        a.inplace_aware_bound = static_cast<uint64_t>(best_group_bytes);
         a.max_live = best_count;
     }
     unsigned __int128 total = 0, total_bound = 0;
     for (const ArenaPlan& a : p.arenas) {
         total += a.size;
-        total_bound += a.lower_bound;
+        total_bound += a.inplace_aware_bound;
     }
     if (total > UINT64_MAX)
         throw PlanError(ErrorCode::AllocationOverflow,

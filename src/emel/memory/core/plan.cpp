@@ -1,23 +1,10 @@
-// The pipeline (docs/algorithm.md): liveness -> arenas -> slots -> layout ->
-// self-check -> metrics. Each stage is a function over plain arrays.
-#include <chrono>
-
+// The options' own checks (validate_options), run before the graph is
+// validated. The stages run in order in pipeline/pipeline.cpp.
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/core/plan.hpp"
 
 namespace emel::memory {
-
-const char* strategy_name(Strategy s) {
-    switch (s) {
-        case Strategy::Tmmu: return "tmmu";
-        case Strategy::GreedyBySize: return "greedy_by_size";
-        case Strategy::BestFit: return "best_fit";
-        case Strategy::Auto: return "auto";
-        case Strategy::Optimal: return "optimal";
-    }
-    return "?";
-}
 
 void validate_options(const PlanOptions& opt) {
     if (!is_power_of_two(opt.default_alignment))
@@ -40,30 +27,6 @@ void validate_options(const PlanOptions& opt) {
         throw PlanError(ErrorCode::InvalidIrShapes,
                         "rank must be in [0, world_size) = [0, " + std::to_string(opt.world_size) +
                             "), got " + std::to_string(opt.rank));
-}
-
-Plan make_plan(const Graph& g, const PlanOptions& opt) {
-    const auto start = std::chrono::steady_clock::now();
-    validate_options(opt);
-    Plan p;
-    p.mode = opt.mode;
-    p.steps = g.num_steps;
-    p.strategy = strategy_name(opt.strategy);
-    p.live = analyze_liveness(g, opt.mode);
-    assign_arenas(g, opt, p);
-    p.offset.assign(g.num_tensors, 0);
-    p.reserved.assign(g.num_tensors, 0);
-    const bool slots_everywhere = opt.strategy == Strategy::Tmmu;
-    assign_slots_tmmu(g, p, /*persistent_only=*/!slots_everywhere);
-    if (!slots_everywhere) assign_offsets(g, opt, p);
-    map_to_addresses(g, p);
-    self_check(g, p);
-    compute_metrics(g, p);
-    p.allocation_time_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                             start)
-            .count());
-    return p;
 }
 
 }  // namespace emel::memory

@@ -14,11 +14,6 @@
 
 namespace emel::memory {
 
-enum class Mode : uint8_t { Inference, Forward, Backward };
-const char* mode_name(Mode m);
-
-const char* strategy_name(Strategy s);
-
 struct ArenaConfig {
     bool has_alignment = false;
     uint64_t alignment_bytes = 0;
@@ -75,15 +70,17 @@ struct ArenaPlan {
     std::string method;      // the heuristic that placed it (offset strategies)
     uint64_t work = 0;       // work units spent placing it
     bool optimal = false;    // proven optimal (optimal strategy)
-    uint64_t proven_bound = 0;  // lower bound proven by the search
+    uint64_t proven_bound = 0;  // bound on `size` the search proved (auto, optimal; placement/)
     // slots (where the strategy has them)
     std::vector<uint64_t> slot_size;
     std::vector<uint64_t> slot_alignment;
     std::vector<uint64_t> slot_offset;
     std::vector<uint32_t> slot_first_holder;
     // metrics (§7)
-    uint64_t lower_bound = 0;      // peak of live bytes, an in-place group counted once
-    uint64_t peak_live_bytes = 0;  // peak of live bytes, every tensor counted
+    // The arena's lower bound (public name "lower_bound", emel_plan_arena_lower_bound):
+    // the peak of live bytes with an in-place group counted once (metrics.cpp).
+    uint64_t inplace_aware_bound = 0;
+    uint64_t peak_live_bytes = 0;  // peak of live bytes, every tensor counted (in-place pairs twice)
     uint64_t max_live = 0;
     uint64_t storage_tensors = 0;
     double memory_reuse_ratio = 0.0;
@@ -120,7 +117,7 @@ std::vector<std::vector<uint32_t>> alias_partners(const Graph& g, const Plan& p)
 uint32_t choose_inplace_victim(const Graph& g, const Plan& p, uint32_t t,
                                const std::function<bool(uint32_t)>& still_free);
 void assign_slots_tmmu(const Graph& g, Plan& p, bool persistent_only);  // slots.cpp
-void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p);   // placement/offsets.cpp
+// (the offset stage, assign_offsets, is placement/'s: pipeline/pipeline.hpp)
 void map_to_addresses(const Graph& g, Plan& p);                         // layout.cpp
 void self_check(const Graph& g, const Plan& p);                         // self_check.cpp
 void compute_metrics(const Graph& g, Plan& p);                          // metrics.cpp
@@ -128,14 +125,7 @@ void compute_metrics(const Graph& g, Plan& p);                          // metri
 // Arena configuration checks, done before the graph is validated (plan.cpp).
 void validate_options(const PlanOptions& opt);
 
-// The whole pipeline (plan.cpp). Throws PlanError.
-Plan make_plan(const Graph& g, const PlanOptions& opt);
-
-// Hashes (plan_hash.cpp, docs/determinism.md). The IR hash reads shapes and
-// dtypes from the input, everything else from the validated graph.
-Digest ir_hash(const GraphInput& in, const Graph& g);
-// Fills p.hashes, p.replay_token (the default one when opt has none), p.rank
-// and p.world_size from the finished plan.
-void hash_plan(const GraphInput& in, const Graph& g, const PlanOptions& opt, Plan& p);
+// The whole pipeline, make_plan() and plan_graph(), is pipeline/pipeline.hpp;
+// the hashes are determinism/plan_hash.hpp.
 
 }  // namespace emel::memory

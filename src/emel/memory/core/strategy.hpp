@@ -5,21 +5,15 @@
 
 #include <cstdint>
 
+#include "emel/memory/core/tables.hpp"  // Strategy, Fit and their names
+
 namespace emel::memory {
 
-enum class Fit : uint8_t { Best, First };
-
-// docs/strategies.md
-enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
-
 // Work units per millisecond of `time_budget_ms` (fixed, so plans never depend
-// on the machine's speed). Calibrated on the 2-core development machine to its
-// slowest kind of work: greedy passes run 1.0M units/ms on the densest trace
-// (Y_1, where batches rarely run at once) to 2-4M on the synthetic traces (two
-// threads), the exact search 1.1M on one thread and 2.0-2.5M on two (its
-// racing preorders); 600k before the greedy index and the search's threads. bench/peers.py reports wall time beside every
-// budget. Heuristics charge kGreedyUnitsPerStep per buffer placed or conflict
-// examined.
+// on the machine's speed), calibrated to the slowest kind of work: the rates
+// measured are in docs/benchmarks.md ("The work-unit rate"); bench/peers.py
+// reports wall time beside every budget. Heuristics charge
+// kGreedyUnitsPerStep per buffer placed or conflict examined.
 constexpr uint64_t kWorkUnitsPerMs = 900000;
 // A work budget meaning "none given": auto and optimal then follow the
 // default-budget policy (docs/strategies.md §4, default_work_budget in

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "emel/memory/core/plan.hpp"
+#include "emel/memory/determinism/plan_hash.hpp"
 #include "emel/memory/determinism/cbor.hpp"
 
 namespace emel::memory {

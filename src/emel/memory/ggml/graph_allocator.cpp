@@ -169,19 +169,12 @@ CtxPlacement alloc_ctx_tensors(Graph& g, const std::vector<int32_t>& tensors,
 }
 
 bool strategy_from_name(const std::string& name, std::optional<Strategy>& out) {
-    static const std::pair<const char*, Strategy> kNames[] = {
-        {"tmmu", Strategy::Tmmu}, {"greedy_by_size", Strategy::GreedyBySize},
-        {"best_fit", Strategy::BestFit}, {"auto", Strategy::Auto}, {"optimal", Strategy::Optimal}};
     if (name == "ggml") {
         out = std::nullopt;
         return true;
     }
-    for (const auto& [n, s] : kNames)
-        if (name == n) {
-            out = s;
-            return true;
-        }
-    return false;
+    out = value_named(kStrategies, name);  // the core's table (core/tables.hpp)
+    return out.has_value();
 }
 
 GraphAllocator::GraphAllocator(std::vector<BufferType> types, std::vector<int32_t> type_of,

@@ -37,7 +37,8 @@ void build_forward_expand(Graph& g, int32_t tensor);
 CtxPlacement alloc_ctx_tensors(Graph& g, const std::vector<int32_t>& tensors,
                                const BufferType& type, std::vector<Address>& bound);
 
-// "ggml" (nullopt) or one of the planner's strategies, by name; false when unknown.
+// "ggml" (nullopt) or one of the planner's strategies (kStrategies), by name;
+// false when unknown.
 bool strategy_from_name(const std::string& name, std::optional<Strategy>& out);
 
 class GraphAllocator {

@@ -262,7 +262,7 @@ void ArenaEngine::apply(std::shared_ptr<const Graph> graph, Plan plan, bool zero
 void ArenaEngine::refresh_ledger() {
     uint64_t allocated = 0, busiest = 0;
     for (const auto& b : memory_->arenas) allocated += b.owned ? b.size : 0;
-    for (const auto& a : plan_.arenas) busiest += a.lower_bound;
+    for (const auto& a : plan_.arenas) busiest += a.inplace_aware_bound;
     ledger_.step = step_;
     ledger_.bytes_allocated = allocated;
     ledger_.peak_bytes = std::max(ledger_.peak_bytes, allocated);

@@ -1,5 +1,5 @@
 // The pooling allocator (pooling_allocator.hpp): exact-size pools and a
-// best-fit pool that splits and coalesces, over real host memory.
+// smallest-block pool (Python's "best_fit" policy) that splits and coalesces, over real host memory.
 #include "emel/memory/runtime/pooling_allocator.hpp"
 
 #include <algorithm>
@@ -48,7 +48,7 @@ void PoolingAllocator::note_host() { stats_.peak_bytes = std::max(stats_.peak_by
 void* PoolingAllocator::allocate(uint64_t size) {
     ++stats_.requests;
     const uint64_t rounded = round(size);
-    void* p = policy_ == PoolPolicy::ExactSize ? exact_allocate(rounded) : fit_allocate(rounded);
+    void* p = policy_ == PoolPolicy::ExactSize ? exact_allocate(rounded) : block_allocate(rounded);
     stats_.bytes_in_use += rounded;
     return p;
 }
@@ -62,7 +62,7 @@ bool PoolingAllocator::free(void* p) {
     if (policy_ == PoolPolicy::ExactSize)
         exact_free(p, info.size);
     else
-        fit_free(info.chunk, info.offset);
+        block_free(info.chunk, info.offset);
     return true;
 }
 
@@ -96,8 +96,8 @@ void PoolingAllocator::exact_free(void* p, uint64_t size) {
     }
 }
 
-// ---- best fit ------------------------------------------------------------------
-void* PoolingAllocator::fit_allocate(uint64_t size) {
+// ---- smallest block (Python's "best_fit") -------------------------------------
+void* PoolingAllocator::block_allocate(uint64_t size) {
     auto it = free_blocks_.lower_bound({size, 0, 0});
     uint32_t chunk;
     uint64_t offset;
@@ -133,7 +133,7 @@ void* PoolingAllocator::fit_allocate(uint64_t size) {
     return p;
 }
 
-void PoolingAllocator::fit_free(uint32_t chunk, uint64_t offset) {
+void PoolingAllocator::block_free(uint32_t chunk, uint64_t offset) {
     auto& blocks = chunks_[chunk].blocks;
     auto it = blocks.find(offset);
     uint64_t start = offset, size = it->second.first;

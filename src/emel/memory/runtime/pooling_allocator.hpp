@@ -3,7 +3,8 @@
 // the host. Two policies (docs/arenas.md, "Pooling allocator"):
 //  - ExactSize: one free list per byte size, at most `max_per_size` buffers
 //    each; a request is served only by a buffer of exactly its size.
-//  - BestFit: freed blocks are kept in chunks; a request takes the smallest
+//  - SmallestBlock (Python's policy "best_fit"; not the best_fit placement
+//    strategy): freed blocks are kept in chunks; a request takes the smallest
 //    free block that fits (ties: lowest chunk, then lowest offset), split when
 //    the rest is worth keeping, and neighbouring free blocks coalesce.
 // Deterministic: ordered containers only; addresses never decide an order.
@@ -18,12 +19,12 @@
 
 namespace emel::memory {
 
-enum class PoolPolicy : uint8_t { ExactSize, BestFit };
+enum class PoolPolicy : uint8_t { ExactSize, SmallestBlock };
 
 struct PoolStats {
-    uint64_t allocated = 0;     // fresh host allocations (chunks for best fit)
+    uint64_t allocated = 0;     // fresh host allocations (chunks for smallest-block)
     uint64_t reused = 0;        // requests served from pooled memory
-    uint64_t pooled = 0;        // buffers (exact) or free blocks (best fit) held now
+    uint64_t pooled = 0;        // buffers (exact) or free blocks (smallest-block) held now
     uint64_t released = 0;      // buffers given back to the host (pool full)
     uint64_t bytes_in_use = 0;  // bytes of the live allocations
     uint64_t bytes_pooled = 0;  // bytes held for reuse
@@ -44,7 +45,7 @@ public:
     void* allocate(uint64_t size);
     // Returns a buffer to the pool; false when `p` is not a live allocation.
     bool free(void* p);
-    // Gives every pooled buffer (and, best fit, every fully free chunk) back.
+    // Gives every pooled buffer (and, smallest-block, every fully free chunk) back.
     void trim();
 
     const PoolStats& stats() const { return stats_; }
@@ -59,9 +60,9 @@ private:
     // exact size
     void* exact_allocate(uint64_t size);
     void exact_free(void* p, uint64_t size);
-    // best fit
-    void* fit_allocate(uint64_t size);
-    void fit_free(uint32_t chunk, uint64_t offset);
+    // smallest-block
+    void* block_allocate(uint64_t size);
+    void block_free(uint32_t chunk, uint64_t offset);
 
     PoolPolicy policy_;
     uint64_t max_per_size_;

@@ -1,0 +1,58 @@
+// Test-only hooks into the core (names start with '_'; not public API): they
+// expose one internal step so a test can check it on its own.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "numpy_convert.hpp"
+#include "emel/memory/placement/placement.hpp"
+
+namespace py = pybind11;
+using namespace emel::memory;
+using namespace emel_bindings;
+
+void bind_test_hooks(py::module_& m) {
+    // For tests of auto's peak window (docs/strategies.md §4); not public API.
+    m.def(
+        "_peak_window",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size,
+           uint64_t max_buffers, uint64_t time_budget_ms) {
+            const size_t n = static_cast<size_t>(size.size());
+            Buffers b;
+            b.lower = from_numpy(lower, n, "lower");
+            b.upper = from_numpy(upper, n, "upper");
+            b.size = from_numpy(size, n, "size");
+            b.alignment.assign(n, 1);
+            b.rank.resize(n);
+            for (size_t x = 0; x < n; ++x) {
+                if (b.lower[x] > b.upper[x]) throw py::value_error("lower > upper in row " + std::to_string(x));
+                b.rank[x] = static_cast<uint32_t>(x);
+            }
+            PeakWindow w;
+            Placement inside, around;
+            {
+                py::gil_scoped_release release;
+                w = PeakWindows(b).around_peak(static_cast<size_t>(max_buffers));
+                inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, buffers_lower_bound(b));
+                around = place_around_window(b, w, inside, order_by_size(b));
+            }
+            py::dict out;
+            out["from"] = w.from;
+            out["to"] = w.to;
+            out["whole"] = w.whole;
+            out["members"] = to_numpy(std::vector<uint64_t>(w.members.begin(), w.members.end()));
+            out["window_offsets"] = to_numpy(inside.offset);
+            out["window_end"] = inside.end;
+            out["offsets"] = to_numpy(around.offset);
+            out["end"] = around.end;
+            return out;
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("max_buffers"),
+        py::arg("time_budget_ms"),
+        "auto's peak window on rows (alignment 1): the window, the exact search's "
+        "placement of it, and every row placed around it by first fit.");
+
+}
