@@ -83,7 +83,7 @@ def test_random_instances(rows, budget, alignment, with_capacity):
     lower = np.array([r[0] for r in rows], np.int64)
     upper = lower + np.array([r[1] for r in rows], np.int64)
     size = np.array([r[2] for r in rows], np.int64)
-    capacity = mm.place(lower, upper, size, alignment=alignment).size * 9 // 10 if with_capacity else None
+    capacity = mm.place(lower, upper, size, "greedy_by_size", alignment).size * 9 // 10 if with_capacity else None
     check(lower, upper, size, budget, alignment, capacity)
 
 

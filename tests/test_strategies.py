@@ -96,7 +96,7 @@ def test_auto_orders_by_the_peak_live_bytes_of_each_lifetime():
 def test_optimal_proves_a_small_optimum():
     # Classic trap for greedy-by-size: the two 3-byte buffers must share a column.
     lower, upper, size = [0, 0, 1, 2, 2], [2, 1, 3, 3, 3], [2, 3, 3, 1, 1]
-    greedy = mm.place(lower, upper, size)
+    greedy = mm.place(lower, upper, size, strategy="greedy_by_size")
     best = mm.place(lower, upper, size, strategy="optimal")
     assert best.optimal and best.size == best.proven_bound == best.lower_bound == 5
     assert greedy.size >= best.size
@@ -217,4 +217,14 @@ def test_optimal_solves_minimalloc_instances_at_capacity():
         p = mm.place(lower, upper, size, strategy="optimal", capacity=1048576, time_budget_ms=5000)
         assert p.size <= 1048576, name
         assert overlaps(lower.tolist(), upper.tolist(), size.tolist(), p.offsets.tolist()) is None
-        assert mm.place(lower, upper, size).size > 1048576  # greedy alone does not fit
+        assert mm.place(lower, upper, size, strategy="greedy_by_size").size > 1048576  # greedy alone does not fit
+
+
+def test_place_defaults_to_auto():
+    # The default call gives the best answer: place() with no strategy is auto, never above a pass.
+    _, lower, upper, size = mm.read_buffers_csv(challenging_path("B"))
+    default = mm.place(lower, upper, size)
+    assert default.strategy == "auto"
+    assert default.size == mm.place(lower, upper, size, strategy="auto").size
+    for single in ("greedy_by_size", "best_fit"):
+        assert default.size <= mm.place(lower, upper, size, strategy=single).size

@@ -59,12 +59,14 @@ def _as_u64(values: Any, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.uint64)
 
 
-def place(lower: Any, upper: Any, size: Any, strategy: str = "greedy_by_size",
+def place(lower: Any, upper: Any, size: Any, strategy: str = "auto",
           alignment: int = 1, *, fit: str = "best",
           time_budget_ms: int | None = DEFAULT_TIME_BUDGET_MS, capacity: int | None = None) -> Placement:
     """Place buffers live over half-open ``[lower[i], upper[i])`` with ``size[i]`` bytes.
 
     Returns a :class:`Placement`; ``offsets, size = place(...)`` also works.
+    ``strategy`` is ``auto`` by default, as in ``plan()``: the heuristics, the
+    smallest kept, then a bounded exact search (docs/strategies.md).
     Offsets are multiples of ``alignment`` and sizes are rounded up to it; the
     row index breaks ties. Two rows conflict when their intervals intersect.
     ``capacity`` (auto / optimal): a target size to try first, the way
