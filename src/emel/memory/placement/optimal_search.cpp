@@ -349,12 +349,20 @@ class CanonicalSearch {
     // each with a preorder of its own (MiniMalloc's SubSolve).
     Outcome solve_pieces(const Partition& part, std::vector<uint32_t> cutpoints) {
         cutpoints.push_back(part.last);
+        // No unplaced buffer spans a cutpoint: each lies in one piece, found
+        // by one pass (a piece solved leaves its buffers unplaced again on
+        // its way back, so the pieces' members do not change meanwhile).
+        std::vector<std::vector<uint32_t>> members(cutpoints.size());
+        for (uint32_t y : part.buffers) {
+            if (placed_[y]) continue;
+            const size_t k = std::max<size_t>(
+                std::upper_bound(cutpoints.begin(), cutpoints.end(), in_.from[y]) - cutpoints.begin(), 1);
+            if (k < cutpoints.size() && in_.to[y] > cutpoints[k - 1]) members[k].push_back(y);
+        }
         Outcome r = Outcome::Found;
         for (size_t k = 1; k < cutpoints.size() && r == Outcome::Found; ++k) {
-            Partition piece{{}, cutpoints[k - 1], cutpoints[k]};
-            for (uint32_t y : part.buffers)
-                if (!placed_[y] && in_.from[y] < piece.last && piece.first < in_.to[y]) piece.buffers.push_back(y);
-            ops_ += part.buffers.size();
+            Partition piece{std::move(members[k]), cutpoints[k - 1], cutpoints[k]};
+            ops_ += part.buffers.size();  // charged as a scan of the partition per piece
             if (piece.buffers.empty()) continue;
             preorder(piece.buffers);
             for (uint32_t y : piece.buffers) piece.order_hash = mix64(piece.order_hash + y + 1);
@@ -598,11 +606,12 @@ class PreorderRace {
         // level, more under sanitizers): deep ones run on stacks of their own.
         if (instance.active.size() > kCallerStackLevels)
             stack_bytes_ = kStackBase + kStackPerLevel * instance.active.size();
-        if (instance.active.size() >= search_threads_from()) {
-            pool_ = std::make_unique<WorkerPool>(kSearches, stack_bytes_);
-            if (pool_->size() < static_cast<unsigned>(kSearches)) pool_.reset();  // no threads: take turns below
-            permits_ = std::min<unsigned>(placement_threads(), kSearches);
-        }
+        may_thread_ = instance.active.size() >= search_threads_from();
+        // A round below one descent (every searched buffer placed once, each
+        // node looking at its partition and sections) can settle nothing but
+        // the smallest instances: the restarts start at one.
+        const uint64_t n = instance.active.size();
+        while (first_limit_ < n * (4 * n + instance.sections) && first_limit_ < kThreadsAfter) first_limit_ *= 2;
     }
 
     // Each search may do `budget / kSearches` units; `work` gets what was charged.
@@ -637,7 +646,48 @@ class PreorderRace {
             while (key < seen && !earliest.compare_exchange_weak(seen, key)) {
             }
         };
-        if (pool_) {
+        // Each search on a thread of its own, or all on this one by restarts
+        // with doubling limits. Threads cost their start (more than a whole
+        // search on a model's hundred buffers): they start only for a race
+        // that its first rounds of restarts, up to kThreadsAfter each, did
+        // not settle, which is then run again from the start on them (the
+        // same race: its answer and work are those of the restarts).
+        bool threaded = false, raced = false;
+        auto rounds = [&](uint64_t up_to) {
+            std::array<bool, kSearches> open;
+            open.fill(true);
+            for (uint64_t limit = std::min(first_limit_, up_to);; limit = std::min(limit * 2, up_to)) {
+                bool any_open = false;
+                for (int h = 0; h < kSearches; ++h) {
+                    if (!open[h]) continue;
+                    spent[h] = 0;
+                    outcome[h] = searches_[h].run(capacity, h, limit, &earliest, nullptr, found[h], spent[h]);
+                    settle(h);
+                    // Still open only when cut by this round's limit: not
+                    // settled, not out of the race, not out of its share.
+                    open[h] = outcome[h] == Outcome::OutOfBudget && limit < share &&
+                              CanonicalSearch::race_key(spent[h], h) <= earliest.load() && spent[h] <= share;
+                    any_open = any_open || open[h];
+                }
+                if (!any_open) return true;
+                if (limit >= up_to) return false;
+            }
+        };
+        if (may_thread_ && share > kThreadsAfter && !(raced = rounds(kThreadsAfter))) {
+            if (!pool_tried_) {
+                pool_tried_ = true;
+                pool_ = std::make_unique<WorkerPool>(kSearches, stack_bytes_);
+                if (pool_->size() < static_cast<unsigned>(kSearches)) pool_.reset();  // no threads: restarts below
+                permits_ = std::min<unsigned>(placement_threads(), kSearches);
+            }
+            threaded = pool_ != nullptr;
+            if (threaded) {  // the race again from the start, on the threads
+                earliest.store(UINT64_MAX);
+                outcome.fill(Outcome::Infeasible);
+                spent.fill(0);
+            }
+        }
+        if (threaded) {
             std::unique_ptr<Turnstile> turns;
             if (permits_ < static_cast<unsigned>(kSearches)) turns = std::make_unique<Turnstile>(permits_);
             pool_->run([&](unsigned t) {
@@ -654,24 +704,8 @@ class PreorderRace {
                 outcome[h] = searches_[h].run(capacity, h, share, &earliest, turns.get(), found[h], spent[h]);
                 settle(h);
             });
-        } else {
-            std::array<bool, kSearches> open;
-            open.fill(true);
-            for (uint64_t limit = std::min(kFirstLimit, share);; limit = std::min(limit * 2, share)) {
-                bool any_open = false;
-                for (int h = 0; h < kSearches; ++h) {
-                    if (!open[h]) continue;
-                    spent[h] = 0;
-                    outcome[h] = searches_[h].run(capacity, h, limit, &earliest, nullptr, found[h], spent[h]);
-                    settle(h);
-                    // Still open only when cut by this round's limit: not
-                    // settled, not out of the race, not out of its share.
-                    open[h] = outcome[h] == Outcome::OutOfBudget && limit < share &&
-                              CanonicalSearch::race_key(spent[h], h) <= earliest.load() && spent[h] <= share;
-                    any_open = any_open || open[h];
-                }
-                if (!any_open) break;
-            }
+        } else if (!raced) {
+            rounds(share);
         }
         const uint64_t won = earliest.load();
         const uint64_t charged_up_to = won == UINT64_MAX ? share : won / kSearches;
@@ -692,10 +726,14 @@ class PreorderRace {
 
     // The first round's limit when the searches take turns by restarting.
     static constexpr uint64_t kFirstLimit = uint64_t{1} << 14;
+    uint64_t first_limit_ = kFirstLimit;  // doubled up to one descent's work
+    // Restarts up to this limit come before threads (about 0.1 ms a search).
+    static constexpr uint64_t kThreadsAfter = uint64_t{1} << 17;
 
     const CanonicalInstance& instance_;
     std::vector<CanonicalSearch> searches_;
-    std::unique_ptr<WorkerPool> pool_;
+    std::unique_ptr<WorkerPool> pool_;  // started by the first race that needs it
+    bool may_thread_ = false, pool_tried_ = false;
     unsigned permits_ = 1;
     size_t stack_bytes_ = 0;  // 0: the searches run on the caller's stack
 };
