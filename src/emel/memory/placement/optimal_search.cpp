@@ -314,7 +314,7 @@ class CanonicalSearch {
         if (!in_.b.has_partners())
             for (uint32_t c = 0; c + 1 < in_.sections; ++c)
                 if (cuts_[c] == 0) cutpoints.push_back(c + 1);
-        return solve_pieces(part, std::move(cutpoints));
+        return solve_pieces(part, cutpoints);
     }
 
     void preorder(std::vector<uint32_t>& xs) {
@@ -347,7 +347,7 @@ class CanonicalSearch {
 
     // Solves the pieces of `part` between consecutive cutpoints one by one,
     // each with a preorder of its own (MiniMalloc's SubSolve).
-    Outcome solve_pieces(const Partition& part, std::vector<uint32_t> cutpoints) {
+    Outcome solve_pieces(const Partition& part, std::vector<uint32_t>& cutpoints) {
         cutpoints.push_back(part.last);
         // No unplaced buffer spans a cutpoint: each lies in one piece, found
         // by one pass (a piece solved leaves its buffers unplaced again on
@@ -468,14 +468,17 @@ class CanonicalSearch {
     // After x is placed: continue in the same partition, or, when x was the
     // last buffer holding sections together, solve the pieces one by one.
     Outcome decompose(const Partition& part, uint32_t x, uint64_t offset, uint32_t index) {
-        std::vector<uint32_t> cutpoints{part.first};
+        // This depth's list, kept from node to node (no allocation per node).
+        if (cut_lists_.size() <= depth_) cut_lists_.resize(depth_ + 1);
+        std::vector<uint32_t>& cutpoints = cut_lists_[depth_];
+        cutpoints.assign(1, part.first);
         for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c)
             if (--cuts_[c] == 0 && c + 1 > part.first && c + 1 < part.last) cutpoints.push_back(c + 1);
         Outcome r;
         if (cutpoints.size() == 1 || in_.b.has_partners()) {
             r = search(part, offset, index);
         } else {
-            r = solve_pieces(part, std::move(cutpoints));
+            r = solve_pieces(part, cutpoints);
         }
         for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c) ++cuts_[c];
         return r;
@@ -568,6 +571,8 @@ class CanonicalSearch {
     // The children of each node on the current path, by depth (a deque: growing
     // it leaves the levels above, which are being iterated, where they are).
     std::deque<std::vector<std::pair<uint64_t, uint32_t>>> orderings_;
+    // decompose()'s cutpoints by depth (a deque, for the same reason).
+    std::deque<std::vector<uint32_t>> cut_lists_;
     size_t depth_ = 0;
     std::vector<uint8_t> placed_;
     std::vector<std::pair<uint32_t, uint64_t>> min_log_, floor_log_;
@@ -950,6 +955,30 @@ uint64_t sweep_cut(uint64_t sweep) {
 }
 
 }  // namespace
+
+Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget) {
+    Placement out;
+    out.abandoned = true;
+    if (b.count() > kSearchUpTo) return out;
+    const SearchCosts costs = search_costs(b);
+    if (costs.conflict_pairs > kSearchMaxConflicts || costs.build >= work_budget) return out;
+    const CanonicalInstance instance(b);
+    PreorderRace race(instance);
+    std::vector<uint64_t> offsets;
+    uint64_t spent = 0;
+    const Outcome r = race.solve(capacity, work_budget - costs.build, offsets, spent);
+    out.work = costs.build + spent;
+    if (r != Outcome::Found) return out;
+    uint64_t end = 0;
+    for (size_t x = 0; x < b.count(); ++x)
+        if (b.lower[x] < b.upper[x]) end = std::max(end, offsets[x] + b.size[x]);
+    if (end > capacity) return out;
+    out.offset = std::move(offsets);
+    out.end = end;
+    out.method = "optimal_search";
+    out.abandoned = false;
+    return out;
+}
 
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent,
                         uint64_t neighbourhood_budget) {
