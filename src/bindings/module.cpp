@@ -375,8 +375,8 @@ PYBIND11_MODULE(_core, m) {
             info["method"] = placed.method;
             info["work"] = placed.work;
             info["optimal"] = placed.optimal;
-            info["lower_bound"] = r.lower_bound;
-            info["proven_bound"] = placed.lower_bound;
+            info["lower_bound"] = r.peak_live_bytes;
+            info["proven_bound"] = placed.proven_bound;
             return py::make_tuple(to_numpy(placed.offset), r.arena_size, info);
         },
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),
@@ -406,7 +406,7 @@ PYBIND11_MODULE(_core, m) {
             {
                 py::gil_scoped_release release;
                 w = PeakWindows(b).around_peak(static_cast<size_t>(max_buffers));
-                inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, buffers_lower_bound(b));
+                inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, peak_live_bytes(b));
                 around = place_around_window(b, w, inside, order_by_size(b));
             }
             py::dict out;

@@ -78,13 +78,13 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // No budget given: the default-budget policy (docs/strategies.md §4).
     if (work_budget == kPolicyBudget)
         work_budget = default_work_budget(b, std::min(best.end, incumbent ? incumbent->end : best.end),
-                                          buffers_lower_bound(b));
+                                          peak_live_bytes(b));
     if (incumbent && incumbent->end < best.end) {
         best.offset = incumbent->offset;
         best.end = incumbent->end;
         best.method = incumbent->method;
     }
-    const uint64_t lo = buffers_lower_bound(b), hi = best.end;  // the optimum lies in [lo, hi]
+    const uint64_t lo = peak_live_bytes(b), hi = best.end;  // the optimum lies in [lo, hi]
     // The instance's conflict lists take memory, and building them time, in
     // the square of the buffers: larger instances are not searched.
     const SearchCosts costs = b.count() > kSearchUpTo ? SearchCosts{} : search_costs(b);
@@ -92,7 +92,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // Building the instance is charged first; a budget it would exceed is not spent on it.
     if (too_large || work + costs.build > work_budget || hi <= lo) {
         best.optimal = hi <= lo;
-        best.lower_bound = lo;
+        best.proven_bound = lo;
         if (!best.optimal)
             best.method = too_large ? "greedy_by_size (too many buffers to search)"
                                     : "greedy_by_size (budget too small to search)";
@@ -119,7 +119,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
             ladder.climb(work_budget, work);
         }
     }
-    best.lower_bound = ladder.lo();
+    best.proven_bound = ladder.lo();
     best.optimal = ladder.lo() >= ladder.hi();
     best.work = work;
     return best;

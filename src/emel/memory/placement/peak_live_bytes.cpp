@@ -10,7 +10,7 @@
 
 namespace emel::memory {
 
-uint64_t buffers_lower_bound(const Buffers& b) {
+uint64_t peak_live_bytes(const Buffers& b) {
     const size_t n = b.count();
     uint64_t first = UINT64_MAX, last = 0, total = 0;
     bool total_fits = true;
