@@ -180,7 +180,8 @@ void AutoRun::start() {
 }
 
 // Small instances the first passes leave above the bound (most models'
-// arenas): a short exact search at the bound, before the portfolio. Found,
+// arenas): a short exact search at the bound, before the rest of the
+// portfolio. Found,
 // it ends the run at once (nothing is smaller); not found, its work is not
 // counted, so the run then goes on exactly as without it (answer and work).
 void AutoRun::prove_bound_early() {
@@ -371,8 +372,8 @@ Placement AutoRun::finish() {
 Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     AutoRun run(b, work_budget);
     run.start();
-    run.prove_bound_early();
     run.live_peak_pass();
+    run.prove_bound_early();
     run.try_peak_window(1024);
     run.try_windows(run.left() / 2);  // with half of what is left
     run.later_passes();

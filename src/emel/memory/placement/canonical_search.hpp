@@ -96,6 +96,13 @@ struct CanonicalInstance {
         // the same conflicts; the same size and alignment; no partners). Any
         // placement stays valid with twins swapped, so a twin is placed only
         // after the one before it, and no stack is searched in two orders.
+        // The preorders' fixed keys: W, the lifetime's length, and A, the area.
+        length.assign(n, 0);
+        area.assign(n, 0);
+        for (uint32_t x : active) {
+            length[x] = b_.upper[x] - b_.lower[x];
+            area[x] = static_cast<unsigned __int128>(length[x]) * b_.size[x];
+        }
         twin_before.assign(n, kNoTwin);
         std::vector<uint32_t> xs;
         for (uint32_t x : active)
@@ -123,6 +130,8 @@ struct CanonicalInstance {
     std::vector<uint32_t> initial_cuts;
     static constexpr uint32_t kNoTwin = UINT32_MAX;
     std::vector<uint32_t> twin_before;  // the twin placed before each buffer, or kNoTwin
+    std::vector<uint64_t> length;          // upper - lower
+    std::vector<unsigned __int128> area;   // length x size
 };
 
 // One decision problem: do the buffers fit below `capacity`? A search holds
@@ -279,9 +288,8 @@ class CanonicalSearch {
         }
         const int h = heuristic_;
         std::sort(xs.begin(), xs.end(), [&](uint32_t x, uint32_t y) {
-            const uint64_t wx = in_.b.upper[x] - in_.b.lower[x], wy = in_.b.upper[y] - in_.b.lower[y];
-            const unsigned __int128 ax = static_cast<unsigned __int128>(wx) * in_.b.size[x];
-            const unsigned __int128 ay = static_cast<unsigned __int128>(wy) * in_.b.size[y];
+            const uint64_t wx = in_.length[x], wy = in_.length[y];
+            const unsigned __int128 ax = in_.area[x], ay = in_.area[y];
             const auto before = [](auto a1, auto b1, auto a2, auto b2, auto a3, auto b3) {
                 if (a1 != b1) return a1 > b1 ? -1 : 1;
                 if (a2 != b2) return a2 > b2 ? -1 : 1;

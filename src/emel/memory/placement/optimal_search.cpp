@@ -53,11 +53,22 @@ Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget
     const SearchCosts costs = search_costs(b);
     if (costs.conflict_pairs > kSearchMaxConflicts || costs.build >= work_budget) return out;
     const CanonicalInstance instance(b);
-    PreorderRace race(instance);
+    // Deep searches need a stack of their own (the race's): not this quick try.
+    if (instance.active.size() > kCallerStackLevels) return out;
+    // The preorders one after another, each with a third of the budget: the
+    // first to place the buffers under the capacity answers. (Not the race:
+    // any placement under the capacity will do, so the first found ends it.)
+    CanonicalSearch search(instance);
     std::vector<uint64_t> offsets;
-    uint64_t spent = 0;
-    const Outcome r = race.solve(capacity, work_budget - costs.build, offsets, spent);
-    out.work = costs.build + spent;
+    const uint64_t share = (work_budget - costs.build) / CanonicalSearch::kHeuristics;
+    Outcome r = Outcome::OutOfBudget;
+    out.work = costs.build;
+    for (int h = 0; h < CanonicalSearch::kHeuristics && r != Outcome::Found; ++h) {
+        uint64_t spent = 0;
+        r = search.run(capacity, h, share, nullptr, nullptr, offsets, spent);
+        out.work += std::min(spent, share);
+        if (r == Outcome::Infeasible) return out;  // proven: nothing fits under the capacity
+    }
     if (r != Outcome::Found) return out;
     uint64_t end = 0;
     for (size_t x = 0; x < b.count(); ++x)

@@ -109,9 +109,10 @@ SearchCosts search_costs(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr, uint64_t neighbourhood_budget = 0);
 
-// §5: the exact search's race under `capacity` alone, with `work_budget`
-// (building its instance included): a placement ending at or below the
-// capacity, or, abandoned, none found within the budget (or none exists).
+// §5: the exact search under `capacity` alone, its preorders one after
+// another, with `work_budget` (building its instance included): a placement
+// ending at or below the capacity, or, abandoned, none found within the
+// budget (or none exists).
 Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget);
 
 // §5: lowers `best` by re-searching, one window of time at a time around a
