@@ -182,7 +182,7 @@ class CanonicalSearch {
                 continue;
             }
             placed_[x] = 1;
-            open_min_[x] = UINT64_MAX;
+            set_open(x, UINT64_MAX);
             offsets[x] = fixed[x];
             for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) total_[s] -= in_.b.size[x];
             for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c) --cuts_[c];
@@ -195,7 +195,8 @@ class CanonicalSearch {
             if (given) obs.insert(obs.end(), (*given)[y].begin(), (*given)[y].end());
             std::sort(obs.begin(), obs.end());
             ops_ += 2 * (in_.conflicts[y].size() + obs.size());
-            min_offset_[y] = open_min_[y] = clear_of_obstacles(y, 0);
+            min_offset_[y] = clear_of_obstacles(y, 0);
+            set_open(y, min_offset_[y]);
         }
         with_obstacles_ = true;
         twins_ = given == nullptr;
@@ -234,6 +235,7 @@ class CanonicalSearch {
         key_t_.assign(in_.n, 0);
         min_offset_.assign(in_.n, 0);
         open_min_.assign(in_.n, 0);
+        open_top_ = in_.b.size;  // every lowest offset 0
         placed_.assign(in_.n, 0);
         floor_.assign(in_.sections, 0);
         total_ = in_.initial_total;
@@ -380,13 +382,12 @@ class CanonicalSearch {
         }
         ops_ += 4 * part.buffers.size();  // building and sorting the ordering
         uint64_t min_height = UINT64_MAX;
-        bool any_unplaced = false;
-        for (uint32_t x : part.buffers) {
-            if (placed_[x]) continue;
-            any_unplaced = true;
-            min_height = std::min(min_height, min_offset_[x] + in_.b.size[x]);
+        for (uint32_t x : part.buffers) min_height = std::min(min_height, open_top_[x]);
+        if (min_height == UINT64_MAX) {  // all placed (or a top at 2^64-1: looked at again)
+            bool any_unplaced = false;
+            for (uint32_t x : part.buffers) any_unplaced = any_unplaced || !placed_[x];
+            if (!any_unplaced) return Outcome::Found;
         }
-        if (!any_unplaced) return Outcome::Found;
         // The children to try, by (lowest offset, position in the preorder):
         // canonical order (offsets never decrease; equal offsets by preorder),
         // dominance (below the lowest top any unplaced buffer could reach)
@@ -451,7 +452,7 @@ class CanonicalSearch {
         toggle_state(x);
         placed_[x] = 1;
         toggle_state(x);
-        open_min_[x] = UINT64_MAX;
+        set_open(x, UINT64_MAX);
         (*offsets_)[x] = offset;
         const uint64_t height = offset + in_.b.size[x];
         bool hatless = true;
@@ -464,7 +465,7 @@ class CanonicalSearch {
             auto raised = checked_align_up(height, in_.b.alignment[y]);
             min_offset_[y] = raised ? *raised : UINT64_MAX;
             if (with_obstacles_ && raised) min_offset_[y] = clear_of_obstacles(y, min_offset_[y]);
-            open_min_[y] = min_offset_[y];
+            set_open(y, min_offset_[y]);
             toggle_state(y);
         }
         for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) {
@@ -534,12 +535,12 @@ class CanonicalSearch {
         }
         while (min_log_.size() > mark_min) {
             min_offset_[min_log_.back().first] = min_log_.back().second;
-            open_min_[min_log_.back().first] = min_log_.back().second;
+            set_open(min_log_.back().first, min_log_.back().second);
             min_log_.pop_back();
         }
         for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) total_[s] += in_.b.size[x];
         placed_[x] = 0;
-        open_min_[x] = min_offset_[x];
+        set_open(x, min_offset_[x]);
     }
 
     const CanonicalInstance& in_;
@@ -553,6 +554,13 @@ class CanonicalSearch {
     // min_offset_ of the unplaced buffers, UINT64_MAX for the placed: a
     // section's lowest reachable offset is a plain minimum over its buffers.
     std::vector<uint64_t> open_min_;
+    // open_min_ + size for the unplaced (wrapping as the sum always did),
+    // UINT64_MAX for the placed: the lowest top a node looks for, one read a buffer.
+    std::vector<uint64_t> open_top_;
+    void set_open(uint32_t x, uint64_t v) {
+        open_min_[x] = v;
+        open_top_[x] = v == UINT64_MAX && placed_[x] ? UINT64_MAX : v + in_.b.size[x];
+    }
     // The children of each node on the current path, by depth (a deque: growing
     // it leaves the levels above, which are being iterated, where they are).
     std::deque<std::vector<std::pair<uint64_t, uint32_t>>> orderings_;
