@@ -478,20 +478,29 @@ class CanonicalSearch {
         // it can take: revisit the sections of the buffers whose offsets rose.
         ++stamp_;
         if (section_stamp_.size() != in_.sections) section_stamp_.assign(in_.sections, 0);
+        auto revisit = [&](uint32_t s, uint64_t y_min) {
+            // The section's lowest reachable offset is at most y's: a floor
+            // already there cannot rise (the sections x spans, above all).
+            if (section_stamp_[s] == stamp_ || floor_[s] >= y_min) return;
+            section_stamp_[s] = stamp_;
+            // Scanned only until some buffer there can go as low as the floor.
+            const uint64_t lowest = lowest_open_above(s, floor_[s]);
+            if (lowest != UINT64_MAX && floor_[s] < lowest) {
+                floor_log_.push_back({s, floor_[s]});
+                floor_[s] = lowest;
+            }
+        };
         for (size_t k = mark_raised; k < min_log_.size(); ++k) {
             const uint32_t y = min_log_[k].first;
             ops_ += 2 * (in_.to[y] - in_.from[y]);  // the sections looked at (two reads each)
-            for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) {
-                // The section's lowest reachable offset is at most y's: a
-                // floor already there cannot rise (the sections x spans, above all).
-                if (section_stamp_[s] == stamp_ || floor_[s] >= open_min_[y]) continue;
-                section_stamp_[s] = stamp_;
-                // Scanned only until some buffer there can go as low as the floor.
-                const uint64_t lowest = lowest_open_above(s, floor_[s]);
-                if (lowest != UINT64_MAX && floor_[s] < lowest) {
-                    floor_log_.push_back({s, floor_[s]});
-                    floor_[s] = lowest;
-                }
+            const uint64_t y_min = open_min_[y];
+            if (y_min <= height) {
+                // x's own sections hold floor `height` (or were revisited
+                // already): only y's sections outside x's can rise.
+                for (uint32_t s = in_.from[y]; s < std::min(in_.to[y], in_.from[x]); ++s) revisit(s, y_min);
+                for (uint32_t s = std::max(in_.from[y], in_.to[x]); s < in_.to[y]; ++s) revisit(s, y_min);
+            } else {
+                for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) revisit(s, y_min);
             }
         }
         return hatless;
