@@ -40,12 +40,10 @@ void bind_place(py::module_& m) {
             info["work"] = placed.work;
             info["optimal"] = placed.optimal;
             // Two different bounds (docs/architecture.md, "Bounds"): the public key
-            // "lower_bound" is the rows' peak of live bytes (buffers_lower_bound),
-            // "proven_bound" what auto / optimal proved about the end.
-            const uint64_t rows_peak_live_bytes = r.lower_bound;
-            const uint64_t proven_bound = placed.lower_bound;
-            info["lower_bound"] = rows_peak_live_bytes;
-            info["proven_bound"] = proven_bound;
+            // "lower_bound" is the rows' peak of live bytes, "proven_bound" what
+            // auto / optimal proved about the end.
+            info["lower_bound"] = r.peak_live_bytes;
+            info["proven_bound"] = placed.proven_bound;
             return py::make_tuple(to_numpy(placed.offset), r.arena_size, info);
         },
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),

@@ -36,7 +36,7 @@ void bind_test_hooks(py::module_& m) {
             {
                 py::gil_scoped_release release;
                 w = PeakWindows(b).around_peak(static_cast<size_t>(max_buffers));
-                inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, buffers_lower_bound(b));
+                inside = place_optimal(w.instance, time_budget_ms * kWorkUnitsPerMs, peak_live_bytes(b));
                 around = place_around_window(b, w, inside, order_by_size(b));
             }
             py::dict out;

@@ -20,7 +20,7 @@ namespace emel::memory {
 enum class Strategy : uint8_t { Tmmu, GreedyBySize, BestFit, Auto, Optimal };
 // greedy_by_size's gap choice: Best takes the smallest gap a buffer fits in,
 // First the lowest. Not the best_fit strategy (the online allocator,
-// placement/best_fit.cpp) nor the pooling allocator's "best_fit" policy.
+// placement/online_best_fit.cpp) nor the pooling allocator's "best_fit" policy.
 enum class Fit : uint8_t { Best, First };
 // docs/algorithm.md §2.
 enum class Mode : uint8_t { Inference, Forward, Backward };

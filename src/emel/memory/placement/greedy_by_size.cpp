@@ -1,7 +1,6 @@
 // greedy_by_size (docs/strategies.md §2): each buffer, biggest first, into the
 // tightest gap among the conflicting buffers already placed.
 #include <algorithm>
-#include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
@@ -10,135 +9,6 @@
 #include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
-
-std::vector<uint32_t> order_by_size(const Buffers& b) {
-    // The keys sit beside each buffer's index, so a million-buffer sort
-    // compares contiguous records, not four scattered arrays.
-    struct Key { uint64_t size, lower, length; uint32_t rank, x; };
-    std::vector<Key> keys(b.count());
-    for (uint32_t x = 0; x < b.count(); ++x)
-        keys[x] = Key{b.size[x], b.lower[x], b.upper[x] - b.lower[x], b.rank[x], x};
-    std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
-        // Among equal sizes, earlier first: equal-size buffers then stack in
-        // time order and leave fewer holes (measured on the idealloc traces:
-        // +0.76% over the bound on pangu_2.6B where longest-first gave +3.3%).
-        if (p.size != q.size) return p.size > q.size;
-        if (p.lower != q.lower) return p.lower < q.lower;
-        if (p.length != q.length) return p.length > q.length;
-        return p.rank < q.rank;
-    });
-    std::vector<uint32_t> order(b.count());
-    for (size_t k = 0; k < keys.size(); ++k) order[k] = keys[k].x;
-    return order;
-}
-
-std::vector<uint32_t> order_by_lifetime(const Buffers& b) {
-    std::vector<uint32_t> order(b.count());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-        const uint64_t lx = b.upper[x] - b.lower[x], ly = b.upper[y] - b.lower[y];
-        if (lx != ly) return lx > ly;
-        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
-        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
-        return b.rank[x] < b.rank[y];
-    });
-    return order;
-}
-
-std::vector<uint32_t> order_by_conflict_size(const Buffers& b) {
-    // A buffer's conflict degree: the buffers live with it at some step,
-    // counted with two sorted arrays (those that start before it ends, less
-    // those that end before it starts, less itself).
-    const size_t n = b.count();
-    std::vector<uint64_t> lowers, uppers;
-    lowers.reserve(n);
-    uppers.reserve(n);
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        lowers.push_back(b.lower[x]);
-        uppers.push_back(b.upper[x]);
-    }
-    std::sort(lowers.begin(), lowers.end());
-    std::sort(uppers.begin(), uppers.end());
-    std::vector<unsigned __int128> key(n, 0);  // degree x size; never-live rows 0
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        const size_t started = std::lower_bound(lowers.begin(), lowers.end(), b.upper[x]) - lowers.begin();
-        const size_t ended = std::upper_bound(uppers.begin(), uppers.end(), b.lower[x]) - uppers.begin();
-        key[x] = static_cast<unsigned __int128>(started - ended - 1) * b.size[x];
-    }
-    std::vector<uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-        if (key[x] != key[y]) return key[x] > key[y];
-        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
-        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
-        return b.rank[x] < b.rank[y];
-    });
-    return order;
-}
-
-std::vector<uint32_t> order_by_live_peak(const Buffers& b) {
-    // Live bytes rise only where a buffer starts, so the peak over a
-    // buffer's lifetime is the largest of the totals at the starts inside it:
-    // the totals at the distinct starts, by a sweep, then a range maximum
-    // per buffer (a bottom-up segment tree: 2 words per start, not the
-    // sparse table's log n).
-    const size_t n = b.count();
-    std::vector<uint64_t> starts;
-    starts.reserve(n);
-    for (size_t x = 0; x < n; ++x)
-        if (b.lower[x] < b.upper[x]) starts.push_back(b.lower[x]);
-    std::sort(starts.begin(), starts.end());
-    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
-    const size_t m = starts.size();
-    // Each live buffer's starts [first, after): its own, up to the first
-    // start at or after its end (where it is live no more).
-    std::vector<uint32_t> first(n, 0), after(n, 0);
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        first[x] = static_cast<uint32_t>(std::lower_bound(starts.begin(), starts.end(), b.lower[x]) - starts.begin());
-        after[x] = static_cast<uint32_t>(std::lower_bound(starts.begin(), starts.end(), b.upper[x]) - starts.begin());
-    }
-    // Bytes starting at, and ending at or before, each distinct start.
-    std::vector<uint64_t> tree(2 * std::max<size_t>(m, 1), 0);
-    {
-        std::vector<unsigned __int128> delta(m + 1, 0), gone(m + 1, 0);
-        for (size_t x = 0; x < n; ++x) {
-            if (b.lower[x] >= b.upper[x]) continue;
-            delta[first[x]] += b.size[x];
-            gone[after[x]] += b.size[x];
-        }
-        unsigned __int128 live = 0;
-        for (size_t i = 0; i < m; ++i) {
-            live += delta[i];
-            live -= gone[i];
-            tree[m + i] = live > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(live);
-        }
-    }
-    for (size_t i = m; i-- > 1;) tree[i] = std::max(tree[2 * i], tree[2 * i + 1]);
-    std::vector<uint64_t> key(n, 0);  // never-live rows 0
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        size_t l = first[x] + m, r = after[x] + m;
-        uint64_t best = 0;
-        for (; l < r; l >>= 1, r >>= 1) {
-            if (l & 1) best = std::max(best, tree[l++]);
-            if (r & 1) best = std::max(best, tree[--r]);
-        }
-        key[x] = best;
-    }
-    std::vector<uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-        if (key[x] != key[y]) return key[x] > key[y];
-        const uint64_t lx = b.upper[x] - b.lower[x], ly = b.upper[y] - b.lower[y];
-        if (lx != ly) return lx > ly;
-        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
-        return b.rank[x] < b.rank[y];
-    });
-    return order;
-}
 
 namespace {
 
@@ -271,52 +141,6 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
         }
     }
     return out;
-}
-
-uint64_t buffers_lower_bound(const Buffers& b) {
-    const size_t n = b.count();
-    uint64_t first = UINT64_MAX, last = 0, total = 0;
-    bool total_fits = true;
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        first = std::min(first, b.lower[x]);
-        last = std::max(last, b.upper[x]);
-        total_fits = total_fits && !__builtin_add_overflow(total, b.size[x], &total);
-    }
-    if (first > last) return 0;  // nothing live
-    // Times no more spread out than the rows (a graph's steps, most traces):
-    // the live bytes at each time from a table of changes, in linear time
-    // (10^6 rows: 0.16 s for the sort below). The sum wraps harmlessly: every
-    // true value lies in [0, total], and total fits.
-    if (total_fits && times_fit_a_table(last - first, n)) {
-        std::vector<uint64_t> change(last - first + 1, 0);
-        for (size_t x = 0; x < n; ++x) {
-            if (b.lower[x] >= b.upper[x]) continue;
-            change[b.lower[x] - first] += b.size[x];
-            change[b.upper[x] - first] -= b.size[x];
-        }
-        uint64_t live = 0, best = 0;
-        for (uint64_t d : change) {
-            live += d;
-            best = std::max(best, live);
-        }
-        return best;
-    }
-    std::vector<std::pair<uint64_t, int64_t>> events;  // (time, +/- index)
-    events.reserve(2 * n);
-    for (uint32_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        events.emplace_back(b.upper[x], -1 - static_cast<int64_t>(x));  // ends sort first
-        events.emplace_back(b.lower[x], static_cast<int64_t>(x));
-    }
-    std::sort(events.begin(), events.end());
-    unsigned __int128 live = 0, best = 0;
-    for (const auto& [time, e] : events) {
-        if (e < 0) live -= b.size[static_cast<size_t>(-1 - e)];
-        else live += b.size[static_cast<size_t>(e)];
-        best = std::max(best, live);
-    }
-    return best > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(best);
 }
 
 }  // namespace emel::memory

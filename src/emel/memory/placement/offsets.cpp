@@ -12,7 +12,7 @@ Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, 
     switch (s) {
         case Strategy::Tmmu: return place_slots(b);
         case Strategy::GreedyBySize: return place_greedy(b, order_by_size(b), fit);
-        case Strategy::BestFit: return place_best_fit(b);
+        case Strategy::BestFit: return place_online_best_fit(b);
         case Strategy::Auto: return place_auto(b, work_budget, target);
         case Strategy::Optimal: return place_optimal(b, work_budget, target);
     }
@@ -72,7 +72,7 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
     auto end = checked_align_up(out.placed.end, alignment);
     if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
     out.arena_size = *end;
-    out.lower_bound = buffers_lower_bound(b);
+    out.peak_live_bytes = peak_live_bytes(b);
     return out;
 }
 
@@ -109,7 +109,7 @@ void assign_offsets(const Graph& g, const PlanOptions& opt, Plan& p) {
         arena.method = placed.method;
         arena.work = placed.work;
         arena.optimal = placed.optimal;
-        arena.proven_bound = placed.lower_bound;
+        arena.proven_bound = placed.proven_bound;
         for (uint32_t t : members[ai]) {
             const uint32_t k = ab.group_of[t];
             p.offset[t] = placed.offset[k];

@@ -299,7 +299,7 @@ class SpanSorter {
         // are sorted on their own first.
         for (size_t i = 0; fullest > kInsertionAtMost && i < buckets; ++i)
             if (edge_[i + 1] - edge_[i] > kInsertionAtMost)
-                sort_by_offset(scratch_.begin() + edge_[i], scratch_.begin() + edge_[i + 1]);
+                spread_sort(scratch_.begin() + edge_[i], scratch_.begin() + edge_[i + 1], 1);
         // In bucket order, every span is already past all smaller buckets:
         // an insertion sort only moves spans within their bucket.
         sort_by_offset(scratch_.begin(), scratch_.end(), true);
@@ -311,6 +311,37 @@ class SpanSorter {
     // Runs this short are insertion-sorted; a bucket holding more is crowded.
     static constexpr uint32_t kInsertionAtMost = 16;
     using Iter = std::vector<Span>::iterator;
+    // A crowded bucket spread again over buckets of its own offsets' range
+    // (dense traces crowd thousands of spans into a few: Y_1), a few levels
+    // deep, then sorted.
+    static void spread_sort(Iter first, Iter last, int depth) {
+        const size_t k = static_cast<size_t>(last - first);
+        if (k <= kInsertionAtMost || depth > kSpreadDepth) {
+            sort_by_offset(first, last);
+            return;
+        }
+        uint64_t low = UINT64_MAX, high = 0;
+        for (Iter i = first; i < last; ++i) {
+            low = std::min(low, i->offset);
+            high = std::max(high, i->offset);
+        }
+        if (low == high) return;
+        const unsigned range_bits = 64 - static_cast<unsigned>(__builtin_clzll(high - low));
+        const unsigned bucket_bits = 65 - static_cast<unsigned>(__builtin_clzll(k - 1));
+        const unsigned shift = range_bits > bucket_bits ? range_bits - bucket_bits : 0;
+        const size_t buckets = size_t{1} << (range_bits - shift);
+        std::vector<uint32_t> edge(buckets + 1, 0);
+        for (Iter i = first; i < last; ++i) ++edge[(i->offset - low) >> shift];
+        for (size_t i = 1; i <= buckets; ++i) edge[i] += edge[i - 1];
+        std::vector<Span> spread(k);
+        for (Iter i = first; i < last; ++i) spread[--edge[(i->offset - low) >> shift]] = *i;
+        for (size_t i = 0; i < buckets; ++i)
+            if (edge[i + 1] - edge[i] > kInsertionAtMost)
+                spread_sort(spread.begin() + edge[i], spread.begin() + edge[i + 1], depth + 1);
+        sort_by_offset(spread.begin(), spread.end(), true);
+        std::copy(spread.begin(), spread.end(), first);
+    }
+    static constexpr int kSpreadDepth = 3;
     static void sort_by_offset(Iter first, Iter last, bool nearly_sorted = false) {
         if (nearly_sorted || last - first <= kInsertionAtMost) {  // insertion sort
             for (Iter i = first + (first != last); i < last; ++i) {

@@ -37,7 +37,9 @@ struct Placement {
     uint64_t work = 0;       // deterministic work units spent
     std::string method;      // which heuristic produced it (auto/optimal report it)
     bool optimal = false;    // proven optimal (optimal strategy)
-    uint64_t lower_bound = 0;  // best proven lower bound on `end` (optimal strategy)
+    // The best lower bound on `end` proven (the peak of live bytes, or more
+    // where the exact search proved it); place()'s "proven_bound".
+    uint64_t proven_bound = 0;
     // A greedy pass given up once its end passed the caller's limit: its
     // offsets are partial and must not be used (place_greedy).
     bool abandoned = false;
@@ -78,8 +80,9 @@ std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 // no longer win: their work is charged up to that point).
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                        uint64_t give_up_above = UINT64_MAX);
-// §3: the online best-fit allocator (best_fit.cpp).
-Placement place_best_fit(const Buffers& b);
+// §3: the online best-fit allocator, the best_fit strategy (online_best_fit.cpp):
+// not greedy's best-fit gap choice (Fit::Best in place_greedy).
+Placement place_online_best_fit(const Buffers& b);
 // tmmu on bare buffers: slot colouring, aligned prefix sums (tmmu.cpp).
 Placement place_slots(const Buffers& b);
 // §4: portfolio + bounded search (auto_search.cpp). A work_budget of
@@ -105,6 +108,12 @@ struct SearchCosts {
 SearchCosts search_costs(const Buffers& b);
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr, uint64_t neighbourhood_budget = 0);
+
+// §5: the exact search under `capacity` alone, its preorders one after
+// another, with `work_budget` (building its instance included): a placement
+// ending at or below the capacity, or, abandoned, none found within the
+// budget (or none exists).
+Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget);
 
 // §5: lowers `best` by re-searching, one window of time at a time around a
 // buffer that reaches its end, the buffers that live only inside the window,
@@ -157,15 +166,16 @@ Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, 
 struct RowPlacement {
     Placement placed;
     uint64_t arena_size = 0;
-    uint64_t lower_bound = 0;
+    uint64_t peak_live_bytes = 0;  // of the live rows: place()'s "lower_bound" key
 };
 RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper,
                         std::vector<uint64_t> size, uint64_t alignment, Strategy s, Fit fit,
                         uint64_t work_budget, uint64_t target);
 
-// Smallest peak of live bytes (sizes as given) over all instants: no placement
-// can end below it.
-uint64_t buffers_lower_bound(const Buffers& b);
+// The peak of live bytes (sizes as given) over all instants: no placement can
+// end below it, so it is the bound every strategy starts from
+// (peak_live_bytes.cpp).
+uint64_t peak_live_bytes(const Buffers& b);
 
 // Times spread over no more instants than twice the rows (a graph's steps,
 // most traces) are cheaper to sort or sweep by counting, with a table as

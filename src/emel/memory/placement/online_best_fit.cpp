@@ -76,7 +76,7 @@ class FreeList {
 
 }  // namespace
 
-Placement place_best_fit(const Buffers& b) {
+Placement place_online_best_fit(const Buffers& b) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
