@@ -6,6 +6,9 @@ Instances (every one: rows ``id,lower,upper,size``, half-open ``[lower, upper)``
   idealloc     the idealloc traces (data/dsa/idealloc), no posed capacity
   synthetic    seeded traces of bench/synthetic_traces.py: transformer-like and uniform random,
                at 10^4 and 10^5 buffers (--synthetic-sizes); 10^6 with --scale
+  perfect      perfect packings of bench/perfect_packing.py (guillotine, pinwheel, mixed cuts of a
+               full rectangle, --perfect-sizes buffers): the optimum is the lower bound, posed as
+               the capacity
 
 Contenders, run interleaved: for each repeat, every contender once, in an order rotated by repeat
 and instance so that machine noise hits all alike.
@@ -30,7 +33,7 @@ Allocation objects; minimalloc: the process, CSV in and out). Rows that are neve
 (lower == upper) or hold no bytes are left out for the peers, which reject them (offset 0 in the
 check); emel gets every row.
 
-    python bench/peers.py [--only challenging,idealloc,synthetic] [--instances A,B,S_1]
+    python bench/peers.py [--only challenging,idealloc,synthetic,perfect] [--instances A,B,S_1]
         [--repeats N] [--budget-ms 1000] [--challenging-budget-ms 10000] [--auto-budgets 500,2000]
         [--peer-timeout-s S] [--skip-peers] [--scale] [--minimalloc PATH] [--peer-mem-gb 8] [--out FILE]
 """
@@ -59,9 +62,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from _common import DATA, print_table, write_json  # noqa: E402
+import perfect_packing  # noqa: E402
 import synthetic_traces  # noqa: E402
 
-GROUPS = ("challenging", "idealloc", "synthetic")
+GROUPS = ("challenging", "idealloc", "synthetic", "perfect")
 OM_GREEDY = ("greedy_by_size", "greedy_by_conflict_size", "greedy_by_conflict", "greedy_by_area",
              "greedy_by_duration", "greedy_by_start")
 
@@ -208,7 +212,7 @@ def _short(n: int) -> str:
     return {10**4: "10k", 10**5: "100k", 10**6: "1M"}.get(n, str(n))
 
 
-def load_instances(groups, names, synthetic_sizes, families, seed) -> list[Instance]:
+def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes=()) -> list[Instance]:
     out = []
     want = set(names) if names else None
     if "challenging" in groups:
@@ -227,6 +231,14 @@ def load_instances(groups, names, synthetic_sizes, families, seed) -> list[Insta
                 if want is None or name in want:
                     out.append(Instance("synthetic", name, *synthetic_traces.generate(fam, n, seed),
                                         source=f"synthetic_traces.{fam}(n={n}, seed={seed})"))
+    if "perfect" in groups:
+        for n in perfect_sizes:
+            for kind in perfect_packing.CUTS:
+                name = f"{kind}-{n}"
+                if want is None or name in want:
+                    lower, upper, size, _, optimum = perfect_packing.cut_rectangle(n, kind=kind, seed=seed)
+                    out.append(Instance("perfect", name, lower, upper, size, capacity=optimum,
+                                        source=f"perfect_packing.cut_rectangle({n}, kind={kind!r}, seed={seed})"))
     for inst in out:
         inst.bound = lower_bound(inst.lower, inst.upper, inst.size)
     return out
@@ -542,6 +554,7 @@ def main(argv=None):
     ap.add_argument("--skip-peers", action="store_true", help="emel only")
     ap.add_argument("--scale", action="store_true", help="synthetic traces at 10^6 buffers too")
     ap.add_argument("--synthetic-sizes", default="1e4,1e5")
+    ap.add_argument("--perfect-sizes", default="100,300,600,1200", help="buffers of the perfect packings")
     ap.add_argument("--families", default=",".join(synthetic_traces.FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minimalloc", default=None, help="the minimalloc binary")
@@ -563,7 +576,8 @@ def main(argv=None):
     sizes = parse_sizes(args.synthetic_sizes) + ([10**6] if args.scale else [])
     sizes = sorted(set(sizes))
     names = [s for s in args.instances.split(",") if s]
-    instances = load_instances(groups, names, sizes, [f for f in args.families.split(",") if f], args.seed)
+    instances = load_instances(groups, names, sizes, [f for f in args.families.split(",") if f], args.seed,
+                               parse_sizes(args.perfect_sizes))
     if not instances:
         ap.error("no instances selected")
 
