@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import PlanError, is_int
-from .formats import format_bytes
+from .formats import fit_sentence, format_bytes, format_bytes_exact
 from .graph import Graph, load_graph
 from .planning import MODES, STRATEGIES, mode_hint, plan
 from .symbolic import is_symbolic
@@ -96,9 +96,7 @@ def graph_at(graph: Any, dim: str) -> tuple[Callable[[int], Any], tuple[int, int
     return (lambda value: _at(doc, dim, value)), symbols[dim]
 
 
-def _exact(n: int) -> str:
-    """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
-    return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
+
 
 
 def _check_value(value: Any, dim: str) -> int:
@@ -154,15 +152,7 @@ class FitResult:
     tried: dict[int, int] = field(default_factory=dict)   # every value planned -> bytes
 
     def __str__(self) -> str:
-        budget = _exact(self.budget)
-        if self.value is None:
-            return (f"nothing fits in {budget}: {self.dim}={self.next_value} already needs "
-                    f"{_exact(self.next_bytes)}")
-        text = (f"largest {self.dim} that fits in {budget}: {self.value} "
-                f"(plan needs {_exact(self.bytes)}")
-        if self.next_value is None:
-            return text + f"; {self.value} is the largest value searched)"
-        return text + f"; {self.dim}={self.next_value} needs {_exact(self.next_bytes)})"
+        return fit_sentence(self.dim, self.budget, self.value, self.bytes, self.next_value, self.next_bytes)
 
     def to_dict(self) -> dict:
         return {"dim": self.dim, "budget": self.budget, "value": self.value, "bytes": self.bytes,

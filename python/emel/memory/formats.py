@@ -6,7 +6,7 @@ there, so ``emel.memory.planning.format_bytes`` keeps working.
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_percent", "format_ratio"]
+__all__ = ["format_bytes", "format_bytes_exact", "format_percent", "format_ratio", "fit_sentence"]
 
 
 def format_bytes(n: int) -> str:
@@ -30,3 +30,19 @@ def format_percent(value: float | None) -> str:
 def format_ratio(ratio: float | None) -> str:
     """1.0625 -> '1.062' (three decimals); None -> ''."""
     return "" if ratio is None else f"{ratio:.3f}"
+
+
+def format_bytes_exact(n: int) -> str:
+    """Human units and the exact count: near a budget, 12.0 MiB and 12.0 MiB may differ."""
+    return f"{format_bytes(n)} = {n:,} B" if n >= 1024 else f"{n} B"
+
+
+def fit_sentence(dim: str, budget: int, value, needs, next_value, next_needs, who: str = "plan") -> str:
+    """A fit search's answer in words (emel-fit): the value, what it needs, what the next one needs."""
+    if value is None:
+        return f"nothing fits in {format_bytes_exact(budget)}: {dim}={next_value} already needs " \
+               f"{format_bytes_exact(next_needs)}"
+    text = f"largest {dim} that fits in {format_bytes_exact(budget)}: {value} ({who} needs {format_bytes_exact(needs)}"
+    if next_value is None:
+        return text + f"; {value} is the largest value searched)"
+    return text + f"; {dim}={next_value} needs {format_bytes_exact(next_needs)})"

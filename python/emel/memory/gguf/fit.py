@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..errors import PlanError
-from ..formats import format_bytes
+from ..formats import fit_sentence, format_bytes
 from . import KV_TYPES, GGUFPrediction, from_gguf, read_model
 
 DIMS = {"ctx": "ctx", "n_ctx": "ctx", "context": "ctx", "ubatch": "ubatch", "n_ubatch": "ubatch"}
@@ -37,18 +37,10 @@ class GGUFFit:
     tried: dict = field(default_factory=dict)   # value -> total bytes
 
     def __str__(self) -> str:
-        def exact(n):
-            return f"{format_bytes(n)} = {n:,} B"
         who = "llama.cpp" if self.compute == "ggml" else "with emel's auto placement of the compute buffer, it"
-        if self.value is None:
-            return (f"nothing fits in {exact(self.budget)}: {self.dim}={self.next_value} already needs "
-                    f"{exact(self.next_prediction.total_with(self.compute))}")
-        text = (f"largest {self.dim} that fits in {exact(self.budget)}: {self.value} "
-                f"({who} needs {exact(self.prediction.total_with(self.compute))}")
-        if self.next_value is None:
-            return text + f"; {self.value} is the largest value searched)"
-        return text + (f"; {self.dim}={self.next_value} needs "
-                       f"{exact(self.next_prediction.total_with(self.compute))})")
+        needs = self.prediction.total_with(self.compute) if self.value is not None else None
+        next_needs = self.next_prediction.total_with(self.compute) if self.next_value is not None else None
+        return fit_sentence(self.dim, self.budget, self.value, needs, self.next_value, next_needs, who)
 
     def to_dict(self) -> dict:
         return {"dim": self.dim, "budget": self.budget, "compute": self.compute, "value": self.value,
