@@ -877,11 +877,12 @@ for strategy in (3, 4):  # EMEL_STRATEGY_AUTO, EMEL_STRATEGY_OPTIMAL
     assert out.stdout.split("\n")[:2] == ["0 [0, 0, 0] 7", "0 [0, 0, 0] 7"]
 
 
-def test_header_enums_match_core_tables():
+def test_header_enums_match_core_tables(native_paths):
     """include/emel/memory.h's enums are the core tables' codes, name for name
     (core/tables.hpp; status.hpp checks the same at compile time)."""
     import re
-    text = open(os.path.join(native.include_dir(), "emel", "memory.h"), encoding="utf-8").read()
+    include, _ = native_paths
+    text = open(os.path.join(include, "emel", "memory.h"), encoding="utf-8").read()
 
     def enum(prefix):
         return {name.lower(): int(code) for name, code in re.findall(rf"\bEMEL_{prefix}_(\w+) = (\d+),", text)
