@@ -3,8 +3,9 @@ compute graphs as ggml does, tensor for tensor, without any data.
 
 Each function mirrors the ggml.c function of the same name: the result's
 type, ne (sizes), nb (strides in bytes), op, sources in slot order, and for
-views the root tensor and byte offset. `build_forward_expand` visits sources
-in slot order, as ggml_visit_parents does, so node order matches llama.cpp's.
+views the root tensor and byte offset. The graph is expanded by
+`emel.memory.ggml.build_forward`, which visits sources in slot order as
+ggml_visit_parents does, so node order matches llama.cpp's.
 """
 
 from __future__ import annotations
@@ -178,22 +179,3 @@ def cast(a: T, type_: str) -> T:
     r.src.append(r)  # ggml_cast points src[1] at the result itself
     return r
 
-
-def build_forward_expand(graph, t: T) -> None:
-    """ggml_build_forward_expand: sources first, in slot order; op NONE tensors
-    become leafs, the rest nodes; each tensor once per graph."""
-    seen = graph.setdefault("seen", set())
-    stack = [(t, 0)]
-    while stack:
-        x, i = stack.pop()
-        if i == 0:
-            if id(x) in seen:
-                continue
-            seen.add(id(x))
-        if i < len(x.src):
-            stack.append((x, i + 1))
-            s = x.src[i]
-            if s is not None and id(s) not in seen:
-                stack.append((s, 0))
-            continue
-        (graph.setdefault("leafs", []) if x.op == "NONE" else graph.setdefault("nodes", [])).append(x)

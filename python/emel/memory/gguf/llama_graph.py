@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ggml import build_forward
 from . import ggml_ops as g
 from .reader import ModelInfo
 
@@ -63,8 +64,10 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     tokens over cfg.n_seq sequences with n_outputs outputs: {"nodes": [...], "leafs": [...]}."""
     n_seqs = cfg.n_seq
     n_tokens = -(-n_tokens // n_seqs) * n_seqs   # graph_reserve rounds up to a multiple of n_seqs
-    gf: dict = {}
-    expand = lambda t: g.build_forward_expand(gf, t)  # noqa: E731
+    # ggml_build_forward_expand calls, in llama.cpp's order: a tensor's sources never
+    # change once it exists, so expanding them all at the end gives the same graph.
+    roots: list = []
+    expand = roots.append
     tensors = info.tensors
     weights: dict = {}
 
@@ -223,7 +226,8 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     logits = linear(result_norm, w("output.weight") or w("token_embd.weight"), w("output.bias"))
     logits.flags |= OUTPUT
     expand(logits)
-    return {"nodes": gf.get("nodes", []), "leafs": gf.get("leafs", [])}
+    graph = build_forward(roots)
+    return {"nodes": graph.nodes, "leafs": graph.leafs}
 
 
 def _nelements(t) -> int:
