@@ -72,17 +72,18 @@ def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | No
             top = max(top, hi or 0)
         lo_k = max(1, -(-(lo or step) // step))
         hi_k = (hi or top) // step
-        make = lambda k: from_gguf(info, n_ctx=k * step, n_ubatch=n_ubatch, **config)  # noqa: E731
     else:
         step = 1
         ctx = n_ctx or info.n_ctx_train
         lo_k, hi_k = lo or 1, hi or min(ctx, config.get("n_batch", 2048))
-        make = lambda k: from_gguf(info, n_ctx=n_ctx, n_ubatch=k, **config)  # noqa: E731
     if lo_k > hi_k:
         raise PlanError("INVALID_IR_SHAPES", f"{path}: nothing to search: --min {lo_k * step} is above "
                                              f"--max {hi_k * step} for {dim}")
     made: dict = {}
     tried: dict = {}
+
+    def make(k: int, **extra):
+        return from_gguf(info, **_at(dim, k * step, n_ctx, n_ubatch), **dict(config, **extra))
 
     def fits(k: int) -> bool:
         if k not in made:
@@ -108,9 +109,9 @@ def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | No
             good = mid
         else:
             bad = mid
-    # the proof's predictions with emel's auto placement beside them
-    made[good] = from_gguf(info, **_at(dim, good * step, n_ctx, n_ubatch), **dict(config, auto=True))
-    made[bad] = from_gguf(info, **_at(dim, bad * step, n_ctx, n_ubatch), **dict(config, auto=True))
+    # the proof's predictions with emel's auto placement beside them (already there under --compute auto)
+    if not config["auto"]:
+        made[good], made[bad] = make(good, auto=True), make(bad, auto=True)
     return result(good, bad)
 
 
