@@ -73,9 +73,8 @@ uint64_t default_work_budget(const Buffers& b, uint64_t best_end, uint64_t bound
     (void)b;
     // Within 0.5% of the bound already: no budget can gain more than that.
     if (best_end <= bound + bound / 200) return kEasyBudgetMs * kWorkUnitsPerMs;
-    // Else the answer the issue measures against: smaller budgets leave random
-    // lifetimes of every size above it (uniform 1,000 buffers, seed 1: 1.0207
-    // of the bound at 2,000 ms, 1.0144 at 4,000; 10^4: 1.0632 -> 1.0314).
+    // Else the full budget: smaller ones leave random lifetimes of every size
+    // measurably above it (docs/strategies.md §4, "The default budget").
     // Where it is proven optimal sooner, the run stops there.
     return kDefaultBudgetMs * kWorkUnitsPerMs;
 }
@@ -159,8 +158,7 @@ void AutoRun::start() {
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
-    // ones and clearly better on random lifetimes (uniform 10^6: 1.0224 of
-    // the bound against 1.0353; Y_1: 1.0036 against 1.0042).
+    // ones and clearly better on random lifetimes (docs/benchmarks.md).
     Placement first_pass = greedy(by_size_, Fit::First, UINT64_MAX);
     // Every later step starts from a placed answer.
     if (best_.abandoned && first_pass.abandoned) throw PlacementOverflow(overflowed_);
@@ -174,7 +172,7 @@ void AutoRun::start() {
     if (policy) work_budget_ = default_work_budget(b_, std::min(best_.end, first_pass.end), bound_);
     // Under the policy's full budget the run also ends once the answer is
     // within 0.5% of the bound: no budget can gain more than that (S_1 ends
-    // after its live-peak pass, 1.0026 of the bound, at 1,561 ms of work).
+    // after its live-peak pass; docs/strategies.md §4).
     good_enough_ = policy && work_budget_ > kEasyBudgetMs * kWorkUnitsPerMs ? bound_ + bound_ / 200 : 0;
     consider(std::move(first_pass), &by_size_);
 }
@@ -194,8 +192,8 @@ void AutoRun::prove_bound_early() {
 
 // Second: the most crowded lifetimes first (by the peak of live bytes while
 // the buffer lives, then the longest; MiniMalloc's "T" key), best fit. Where
-// sizes alone mislead it wins by far: uniform 10^6 1.0048 of the bound
-// against 1.0224, S_1 1.0026 against 1.0167, Y_1 at the bound.
+// sizes alone mislead (random lifetimes, the idealloc traces) it wins by far
+// (docs/benchmarks.md).
 void AutoRun::live_peak_pass() {
     if (!worth_a_pass()) return;
     by_live_peak_ = order_by_live_peak(b_);
@@ -210,8 +208,8 @@ void AutoRun::live_peak_pass() {
 // bytes, each solved by the exact search with a third of what is left after
 // its pass (at most kWindowSearchPasses passes' worth), then extended by
 // first fit (docs/strategies.md §4). The first comes right after the first
-// pass: where it works it reaches the bound and ends the run (pangu_2.6B:
-// 1.0076 -> 1.0000; Y_1: 1.0036 -> 1.0000), and where it does not its pass
+// pass: where it works it reaches the bound and ends the run (pangu_2.6B,
+// Y_1; docs/benchmarks.md), and where it does not its pass
 // is soon given up (S_1). The wider ones, whose search costs more, wait until
 // the portfolio is done.
 void AutoRun::try_peak_window(size_t max_buffers) {
@@ -235,9 +233,8 @@ void AutoRun::try_peak_window(size_t max_buffers) {
 }
 
 // Window neighbourhoods (docs/strategies.md §5): on random lifetimes they
-// beat every later pass by far (uniform 10^5 at 2,000 ms: 1.0758 -> 1.0136
-// of the bound); where the buffer at the top lives too long to free around
-// it (the idealloc traces) they give up at once.
+// beat every later pass by far; where the buffer at the top lives too long
+// to free around it (the idealloc traces) they give up at once.
 void AutoRun::try_windows(uint64_t share) {
     if (b_.count() <= kPeakWindowsFrom || done() || work_ >= work_budget_) return;
     const uint64_t before = best_.end;
@@ -245,9 +242,9 @@ void AutoRun::try_windows(uint64_t share) {
     if (best_.end < before) best_order_.clear();
 }
 
-// Later passes, most often useful first (idealloc traces: conflict degree x
-// size with best fit is 1.0104 of the bound on S_1 where size order is
-// 1.0158 with best fit, 1.0167 with first fit).
+// Later passes, most often useful first (on the idealloc traces conflict
+// degree x size with best fit beats size order with either fit;
+// docs/strategies.md §4).
 void AutoRun::later_passes() {
     std::vector<uint32_t> by_conflict;
     if (worth_a_pass()) {
@@ -257,7 +254,7 @@ void AutoRun::later_passes() {
         consider(std::move(p), &by_conflict);
     }
     // Re-placing the best answer's buffers in the order of their offsets
-    // (best fit) often closes holes its own order left: S_1 1.0104 -> 1.0047.
+    // (best fit) often closes holes its own order left (S_1; docs/strategies.md §4).
     // It is the local search's first step, brought forward because on large
     // traces the budget holds only a few passes.
     if (worth_a_pass()) {
@@ -292,8 +289,8 @@ void AutoRun::later_passes() {
 // Small instances, and larger ones whose budget holds building the search's
 // instance and a descent: the exact search with most of what is left (on
 // these it is what closes gaps), then, with a quarter of it, the
-// neighbourhood search around its peak (docs/strategies.md §5: on
-// challenging J 1.0507 -> 1.0424 of the bound at 4,000 ms). The local search
+// neighbourhood search around its peak (docs/strategies.md §5: challenging
+// J gains most). The local search
 // keeps what they leave: all of it where they did not run. True when it ran.
 bool AutoRun::exact_search() {
     const uint64_t search_budget = left();
@@ -353,8 +350,8 @@ void AutoRun::local_search() {
 // auto is never larger than a single pass of emel's own (best_fit and greedy
 // by size with first fit ran first; docs/strategies.md §4): greedy by size
 // with best fit, when the budget did not reach it, runs last, outside the
-// budget, given up as soon as it cannot win (S_1 at 1,000 ms: 1.0167 ->
-// 1.0158 of the bound). Its work is counted only when it wins, so wherever
+// budget, given up as soon as it cannot win (S_1 at 1,000 ms is where it
+// wins). Its work is counted only when it wins, so wherever
 // the answer is what it was, so is the work.
 void AutoRun::last_single_pass() {
     if (size_best_fit_ran_ || best_.end <= proven_) return;

@@ -8,10 +8,9 @@ namespace {
 
 // Where sweep k of the capacity ladder cuts the gap, in 64ths: the middle
 // first, then fractions spread over [1/4, 3/4] by the golden ratio. Whether
-// a capacity settles within a share is erratic (challenging D at 8,000 ms:
-// 1,028,000, 1,030,000 and 1,036,000 found, 1,038,000 not), so each sweep
-// tries capacities the earlier ones did not: D 1.0540 -> 1.0457 of the bound
-// at 10,000 ms.
+// a capacity settles within a share is erratic (a capacity may be found
+// where a smaller and a larger one were not, challenging D), so each sweep
+// tries capacities the earlier ones did not (docs/strategies.md §5).
 uint64_t sweep_cut(uint64_t sweep) {
     return sweep == 0 ? 32 : 16 + (sweep * 40503u % 65536u) / 2048u;
 }

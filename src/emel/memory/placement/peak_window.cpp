@@ -3,9 +3,9 @@
 // rest around that answer.
 //
 // Why: on real traces the arena's size is decided near the peak, where a
-// greedy order leaves a hole no later buffer can fill (pangu_2.6B: one 40 MiB
-// hole at the peak instant, 1.0076 of the bound in every size or conflict
-// order). The thousand buffers around the peak are an instance the exact
+// greedy order leaves a hole no later buffer can fill (pangu_2.6B: one hole
+// at the peak instant, in every size or conflict order). The thousand
+// buffers around the peak are an instance the exact
 // search solves at the bound in a fraction of a second, and first fit in the
 // order of its offsets keeps them there (below), so the rest only has to fit
 // around.

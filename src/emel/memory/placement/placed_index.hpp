@@ -144,7 +144,7 @@ class PlacedIndex {
     // Keys by (length class, lower); the order among equal keys is free (a
     // query's spans are sorted by offset). Lowers no more spread out than the
     // keys (a graph's steps, most traces) are sorted by counting, in linear
-    // time (10^6 buffers: 0.02 s against 0.11 s for std::sort).
+    // time, several times faster than std::sort at 10^6 buffers.
     static void sort_by_class_and_lower(std::vector<Key>& keys) {
         uint64_t first = UINT64_MAX, last = 0;
         uint32_t classes = 0;

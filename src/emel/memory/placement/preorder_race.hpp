@@ -160,7 +160,8 @@ class PreorderRace {
     // The first round's limit when the searches take turns by restarting.
     static constexpr uint64_t kFirstLimit = uint64_t{1} << 14;
     uint64_t first_limit_ = kFirstLimit;  // doubled up to one descent's work
-    // Restarts up to this limit come before threads (about 0.1 ms a search).
+    // Restarts up to this limit come before threads: most small searches
+    // settle within it, and starting threads costs more than they do.
     static constexpr uint64_t kThreadsAfter = uint64_t{1} << 17;
 
     const CanonicalInstance& instance_;
