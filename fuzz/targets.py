@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gzip
+import importlib.util
 import io
 import json
 import os
 import random
+import sys
 import tempfile
 
 import numpy as np
@@ -837,6 +839,54 @@ def _c_ggml(lib, rows, alignment, strategy, layout, op_code):
     return worst
 
 
+# ------------------------------------------------------------------ GGUF models
+
+#: One tiny model per architecture the reader models (bench/tiny_gguf.py), written once
+#: per process; inputs edit the bytes of their header (metadata and tensor table).
+_GGUF_MODELS = ("llama-gqa", "qwen2", "qwen3", "gemma", "phi3", "llama-q8_0")
+_GGUF_HEADER = 12_000
+_GGUF_BYTES: dict = {}
+
+
+def _gguf_model(name: str) -> bytes:
+    if name not in _GGUF_BYTES:
+        bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+        if bench not in sys.path:
+            sys.path.append(bench)  # bench/tiny_gguf.py, next to fuzz/ in a checkout
+        from tiny_gguf import TINY_MODELS, write_tiny_gguf
+        with tempfile.TemporaryDirectory() as tmp:
+            _GGUF_BYTES[name] = write_tiny_gguf(os.path.join(tmp, "m.gguf"), **TINY_MODELS[name]).read_bytes()
+    return _GGUF_BYTES[name]
+
+
+def gen_gguf(rng):
+    name = rng.choice(_GGUF_MODELS)
+    head = _gguf_model(name)[:_GGUF_HEADER]
+    return {"model": name, "head": mutate_bytes(rng, head) if rng.random() < 0.9 else head,
+            "n_ctx": rng.choice((1, 64, 256, 4096)), "n_ubatch": rng.choice((1, 7, 512)),
+            "n_seq": rng.choice((1, 3)), "flash_attn": rng.choice((True, False))}
+
+
+def run_gguf(case):
+    """A model file with an edited header (metadata, tensor table): planned, or
+    refused with a PlanError naming the file; never another exception."""
+    data = case["head"] + _gguf_model(case["model"])[_GGUF_HEADER:]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.gguf")
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            r = mm.from_gguf(path, n_ctx=case["n_ctx"], n_ubatch=case["n_ubatch"], n_seq=case["n_seq"],
+                             flash_attn=case["flash_attn"])
+        except mm.PlanError as e:
+            if "m.gguf" not in str(e):
+                raise Wrong(f"a refusal that does not name the file: {e}") from None
+            return "refused"
+    if not (r.kv_bytes > 0 and r.compute_bytes > 0 and r.model_bytes > 0):
+        raise Wrong(f"accepted with {r.kv_bytes=} {r.compute_bytes=} {r.model_bytes=}")
+    return "accepted"
+
+
 # ------------------------------------------------------------------ the table
 
 SURFACES = {
@@ -853,6 +903,9 @@ SURFACES = {
     "budget": (gen_budget, run_budget),
     "cli": (gen_cli, run_cli),
 }
+# GGUF files need the optional `gguf` package (emel[gguf]); without it the surface is left out.
+if importlib.util.find_spec("gguf") is not None:
+    SURFACES["gguf"] = (gen_gguf, run_gguf)
 
 
 def generate(surface: str, seed: int):

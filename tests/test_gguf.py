@@ -131,6 +131,58 @@ def test_truncated_file(models, tmp_path, keep):
         from_gguf(cut)
 
 
+def test_missing_layer_weight(models, tmp_path):
+    """A tensor the architecture's graph needs, renamed away: refused naming it (not an AttributeError)."""
+    data = models["llama-gqa"].read_bytes()
+    name = b"blk.1.attn_k.weight"
+    assert data.count(name) == 1
+    bad = tmp_path / "renamed.gguf"
+    bad.write_bytes(data.replace(name, b"blk.1.attn_k.weighX"))
+    with pytest.raises(PlanError, match=r"renamed\.gguf: no tensor 'blk\.1\.attn_k\.weight', which the "
+                                        r"llama graph needs") as e:
+        from_gguf(bad)
+    assert (e.value.code, e.value.tensor) == ("INVALID_IR_SHAPES", "blk.1.attn_k.weight")
+
+
+def test_weight_of_the_wrong_shape(models, tmp_path):
+    """ffn_down stored transposed (same bytes): the product that uses it cannot be formed, as
+    ggml_can_mul_mat would assert; refused naming the weight."""
+    import struct
+    spec = TINY_MODELS["llama-gqa"]
+    data = bytearray(models["llama-gqa"].read_bytes())
+    name = b"blk.0.ffn_down.weight"
+    at = data.index(name) + len(name)
+    n_dims, ne0, ne1 = struct.unpack_from("<IQQ", data, at)
+    assert (n_dims, ne0, ne1) == (2, spec["n_ff"], spec["n_embd"])
+    struct.pack_into("<IQQ", data, at, 2, ne1, ne0)
+    bad = tmp_path / "transposed.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(PlanError, match=r"a matrix product whose shapes do not match: "
+                                        r"blk\.0\.ffn_down\.weight \[64, 160, 1, 1\]") as e:
+        from_gguf(bad)
+    assert (e.value.code, e.value.tensor) == ("INVALID_IR_SHAPES", "blk.0.ffn_down.weight")
+
+
+def test_damaged_array_length_is_refused_at_once(models, tmp_path):
+    """The vocabulary's length with a high bit set (a fuzzed input kept the `gguf` reader busy
+    for minutes walking it): refused before the reader sees it, naming the count."""
+    import struct
+    import time
+    data = bytearray(models["llama-gqa"].read_bytes())
+    key = b"tokenizer.ggml.tokens"
+    at = data.index(key) + len(key)
+    assert struct.unpack_from("<IIQ", data, at) == (9, 8, 259)  # an array of 259 strings
+    struct.pack_into("<Q", data, at + 8, 259 | 1 << 40)
+    bad = tmp_path / "vocab.gguf"
+    bad.write_bytes(bytes(data))
+    start = time.perf_counter()
+    with pytest.raises(PlanError, match=r"vocab\.gguf: cannot read the GGUF header.*key [0-9]+ \('tokenizer\.ggml\.tokens'\) of "
+                                        r"1,099,511,628,035 items at byte [0-9,]+: more than the [0-9,]+ "
+                                        r"bytes left.*download it again"):
+        from_gguf(bad)
+    assert time.perf_counter() - start < 5  # minutes before the check
+
+
 def test_unmodelled_architecture(tmp_path):
     path = write_tiny_gguf(tmp_path / "g2.gguf", arch="gemma2")
     with pytest.raises(PlanError, match=r"g2\.gguf: architecture 'gemma2' is not modelled yet "

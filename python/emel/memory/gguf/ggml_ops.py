@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import PlanError
+
 #: ggml type -> (block size in elements, bytes per block).
 TYPES = {
     "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "i32": (1, 4), "i64": (1, 8),
@@ -55,6 +57,27 @@ def _strides(type_: str, ne) -> tuple:
     for i in range(2, 4):
         nb.append(nb[i - 1] * ne[i - 1])
     return tuple(nb)
+
+
+def _require(ok: bool, what: str, *tensors: "T | None") -> None:
+    """ggml's GGML_ASSERT on shapes, as a PlanError: a file whose tensors do not
+    fit the graph its architecture builds (llama.cpp would abort) is refused,
+    naming the tensors. A missing source is refused the same way."""
+    if ok:
+        return
+    named = [t.name or f"({t.op} result)" for t in tensors if t is not None]
+    shapes = ", ".join(f"{t.name or t.op} {list(t.ne)}" for t in tensors if t is not None)
+    raise PlanError("INVALID_IR_SHAPES", f"{what}: {shapes}; the model's tensors do not match its "
+                                         f"architecture's graph", tensor=named[0] if named else None)
+
+
+def _nelements(t: "T") -> int:
+    return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]
+
+
+def _can_repeat(small: "T", big: "T") -> bool:
+    """ggml_can_repeat: `small` broadcasts to `big` along every dimension."""
+    return all(s > 0 and b % s == 0 for s, b in zip(small.ne, big.ne))
 
 
 def _ne4(ne) -> tuple:
@@ -101,11 +124,16 @@ def view(a: T, ne, nb_rest, offset: int) -> T:
     nb = [TYPES[a.type][1]] + list(nb_rest)
     while len(nb) < 4:
         nb.append(nb[-1] * ne[len(nb) - 1])
-    return _view(a, ne, nb, offset, "VIEW", [a])
+    v = _view(a, ne, nb, offset, "VIEW", [a])
+    root = v.view_src
+    _require(min(ne) > 0 and v.view_offs + v.nbytes <= root.nbytes, "a view outside its tensor", a)
+    return v
 
 
 def reshape(a: T, *ne) -> T:
     ne = _ne4(ne)
+    _require(min(ne) > 0 and ne[0] * ne[1] * ne[2] * ne[3] == _nelements(a), "a reshape that changes the "
+             "number of elements", a)
     return _view(a, ne, _strides(a.type, ne), 0, "RESHAPE", [a])
 
 
@@ -127,16 +155,24 @@ def cont(a: T, *ne) -> T:
 
 
 def mul_mat(a: T, b: T) -> T:
+    # ggml_can_mul_mat: a's rows as long as b's, b's batches a multiple of a's
+    _require(a is not None and b is not None and a.ne[0] == b.ne[0] and b.ne[2] % a.ne[2] == 0
+             and b.ne[3] % a.ne[3] == 0, "a matrix product whose shapes do not match", a, b)
     return _result("f32", (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), "MUL_MAT", [a, b])
 
 
 def unary_like(op: str, a: T, *more: T) -> T:
     """ggml_rms_norm, ggml_mul, ggml_add, ggml_scale, ggml_rope_ext, ggml_soft_max_ext:
     a new tensor shaped and typed like `a`, sources in slot order (None keeps a slot)."""
+    if op in ("MUL", "ADD"):  # binary ops: the second broadcasts to the first (ggml_can_repeat)
+        _require(a is not None and more[0] is not None and _can_repeat(more[0], a),
+                 f"an element-wise {op} whose shapes do not broadcast", a, more[0])
     return dup_tensor(a, op, [a, *more])
 
 
 def get_rows(a: T, b: T) -> T:
+    _require(a is not None and a.ne[2] == b.ne[1] and b.ne[3] == 1, "rows taken from a table of another "
+             "shape", a, b)
     type_ = "i32" if a.type == "i32" else "f32"
     return _result(type_, (a.ne[0], b.ne[0], b.ne[1], b.ne[2]), "GET_ROWS", [a, b])
 

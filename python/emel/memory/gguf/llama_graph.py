@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..ggml import build_forward
 from . import ggml_ops as g
+from ..errors import PlanError
 from .reader import ModelInfo
 
 OUTPUT = 2
@@ -61,7 +62,17 @@ def _row_size(type_: str, n: int) -> int:
 
 def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> dict:
     """The graph llama_context::graph_reserve builds for a ubatch of n_tokens
-    tokens over cfg.n_seq sequences with n_outputs outputs: {"nodes": [...], "leafs": [...]}."""
+    tokens over cfg.n_seq sequences with n_outputs outputs: {"nodes": [...], "leafs": [...]}.
+    A tensor that does not fit the graph is a PlanError naming the file and the tensor."""
+    try:
+        return _build_graph(info, cfg, n_tokens, n_outputs)
+    except PlanError as e:
+        if str(info.path) in str(e):
+            raise
+        raise PlanError(e.code, f"{info.path}: {e.message}", tensor=e.tensor) from None
+
+
+def _build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> dict:
     n_seqs = cfg.n_seq
     n_tokens = -(-n_tokens // n_seqs) * n_seqs   # graph_reserve rounds up to a multiple of n_seqs
     # ggml_build_forward_expand calls, in llama.cpp's order: a tensor's sources never
@@ -71,8 +82,11 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
     tensors = info.tensors
     weights: dict = {}
 
-    def w(name):  # a weight leaf, once per name; None when the file lacks it
+    def w(name, required=True):  # a weight leaf, once per name; None when an optional one is absent
         if name not in tensors:
+            if required:
+                raise PlanError("INVALID_IR_SHAPES", f"{info.path}: no tensor {name!r}, which the "
+                                f"{info.arch} graph needs; not a complete model", tensor=name)
             return None
         if name not in weights:
             ti = tensors[name]
@@ -129,9 +143,9 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
         b = f"blk.{il}."
         inpSA = inpL
         cur = rms_norm_mul(inpL, w(b + "attn_norm.weight"))
-        rope_factors = w("rope_freqs.weight")
+        rope_factors = w("rope_freqs.weight", required=False)
         if b + "attn_qkv.weight" in tensors:  # build_qkv's fused path: three views of one product
-            qkv = linear(cur, w(b + "attn_qkv.weight"), w(b + "attn_qkv.bias"))
+            qkv = linear(cur, w(b + "attn_qkv.weight"), w(b + "attn_qkv.bias", required=False))
             q = g.view(qkv, (hd, n_head, n_tokens), (_row_size(qkv.type, hd), qkv.nb[1]), 0)
             k = g.view(qkv, (hd, n_head_kv, n_tokens), (_row_size(qkv.type, hd), qkv.nb[1]),
                        _row_size(qkv.type, n_embd_q))
@@ -139,9 +153,9 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
                        (_row_size(qkv.type, info.head_dim_v), qkv.nb[1]),
                        _row_size(qkv.type, n_embd_q + n_embd_k))
         else:
-            q = g.reshape(linear(cur, w(b + "attn_q.weight"), w(b + "attn_q.bias")), hd, n_head, n_tokens)
-            k = g.reshape(linear(cur, w(b + "attn_k.weight"), w(b + "attn_k.bias")), hd, n_head_kv, n_tokens)
-            v = g.reshape(linear(cur, w(b + "attn_v.weight"), w(b + "attn_v.bias")),
+            q = g.reshape(linear(cur, w(b + "attn_q.weight"), w(b + "attn_q.bias", required=False)), hd, n_head, n_tokens)
+            k = g.reshape(linear(cur, w(b + "attn_k.weight"), w(b + "attn_k.bias", required=False)), hd, n_head_kv, n_tokens)
+            v = g.reshape(linear(cur, w(b + "attn_v.weight"), w(b + "attn_v.bias", required=False)),
                           info.head_dim_v, n_head_kv, n_tokens)
         if arch.get("qk_norm"):
             q = rms_norm_mul(q, w(b + "attn_q_norm.weight"))
@@ -205,7 +219,7 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
         expand(att)
         if v_rot is not None:
             att = hadamard(att, v_rot)
-        cur = linear(att, w(b + "attn_output.weight"), w(b + "attn_output.bias"))
+        cur = linear(att, w(b + "attn_output.weight"), w(b + "attn_output.bias", required=False))
         if il == info.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inpSA = g.get_rows(inpSA, out_ids)
@@ -223,7 +237,7 @@ def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> 
 
     result_norm = rms_norm_mul(inpL, w("output_norm.weight"))
     result_norm.flags |= OUTPUT
-    logits = linear(result_norm, w("output.weight") or w("token_embd.weight"), w("output.bias"))
+    logits = linear(result_norm, w("output.weight", required=False) or w("token_embd.weight"), w("output.bias", required=False))
     logits.flags |= OUTPUT
     expand(logits)
     graph = build_forward(roots)

@@ -8,6 +8,8 @@ modelled architecture is a PlanError naming the file and what to do.
 
 from __future__ import annotations
 
+import mmap
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +89,78 @@ def _scalar(reader, key: str, path: str, default=None, required=True):
                     f"head counts are not modelled yet")
 
 
+#: GGUF value types of a fixed size: type code -> bytes (gguf.md: u8 ... f64; 8 is a
+#: string, 9 an array).
+_FIXED_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+
+
+def _check_counts(path: str) -> None:
+    """Walk the header's counts (key-value pairs, arrays, strings, tensor infos)
+    and check each against the bytes left, before the `gguf` reader sees them: it
+    walks a damaged count item by item, and a flipped bit in an array's length
+    kept it busy for minutes. Raises ValueError on the first count that cannot be."""
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        end = len(m)
+        version = struct.unpack_from("<I", m, 4)[0]
+        bo = "<" if version & 0xFFFF else ">"  # a big-endian file's version reads as n << 16
+        n_tensors, n_kv = struct.unpack_from(bo + "QQ", m, 8)
+        at = 24
+
+        def count(n: int, each: int, what: str) -> None:
+            if n * each > end - at:
+                raise ValueError(f"{what} of {n:,} items at byte {at:,}: more than the {end - at:,} "
+                                 f"bytes left")
+
+        def u(fmt: str):
+            nonlocal at
+            v = struct.unpack_from(bo + fmt, m, at)[0]
+            at += struct.calcsize(fmt)
+            return v
+
+        def string(what: str) -> bytes:
+            nonlocal at
+            n = u("Q")
+            count(n, 1, what)
+            at += n
+            return m[at - n:at]
+
+        def value(kind: int, what: str) -> None:
+            nonlocal at
+            if kind in _FIXED_SIZE:
+                count(1, _FIXED_SIZE[kind], what)
+                at += _FIXED_SIZE[kind]
+            elif kind == _STRING:
+                string(what)
+            elif kind == _ARRAY:
+                item, n = u("I"), u("Q")
+                if item in _FIXED_SIZE:
+                    count(n, _FIXED_SIZE[item], what)
+                    at += n * _FIXED_SIZE[item]
+                elif item in (_STRING, _ARRAY):
+                    count(n, 8, what)  # each item starts with a u64 length
+                    for _ in range(n):
+                        value(item, what)
+                else:
+                    raise ValueError(f"{what}: unknown array item type {item}")
+            else:
+                raise ValueError(f"{what}: unknown value type {kind}")
+
+        count(n_kv, 12, "the key-value table")  # a key's length and a value's type, at least
+        for k in range(n_kv):
+            name = string(f"key {k}").decode("utf-8", "replace")
+            value(u("I"), f"key {k} ({name!r})")
+        count(n_tensors, 24, "the tensor table")  # name length, dims, type, offset
+        for k in range(n_tensors):
+            string(f"tensor {k}'s name")
+            n_dims = u("I")
+            if n_dims > _MAX_DIMS:
+                raise ValueError(f"tensor {k} has {n_dims} dimensions (at most {_MAX_DIMS})")
+            count(n_dims + 1, 8, f"tensor {k}'s sizes")
+            at += 8 * n_dims + 12
+
+
 def read_model(path) -> ModelInfo:
     """The metadata and tensor infos of the GGUF at `path` (no tensor data is read)."""
     gguf = _require_gguf()
@@ -101,6 +175,7 @@ def read_model(path) -> ModelInfo:
                         f"{path}: not a GGUF file (it starts with {magic!r}, not b'GGUF'); convert the "
                         f"model with llama.cpp's convert_hf_to_gguf.py or download a .gguf build")
     try:
+        _check_counts(path)
         reader = gguf.GGUFReader(path, "r")
         raw_tensors = list(reader.tensors)
     except Exception as e:  # the reader raises ValueError, IndexError, struct errors ... on a broken file
