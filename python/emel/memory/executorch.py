@@ -599,8 +599,13 @@ def _refuse(plan, why: str) -> PlanError:
 
 def _replan_method(plan, S, strategy, time_budget_ms, alignment):
     """New offsets for one method's planned tensors: ({value: offset}, [BufferReport])."""
-    line = _Timeline(plan, S)
-    groups = line.groups()
+    try:
+        line = _Timeline(plan, S)
+        groups = line.groups()
+    except (IndexError, KeyError, TypeError, AttributeError) as e:
+        # A loadable but damaged program: an index past its table, a missing field.
+        raise _refuse(plan, f"the program is inconsistent ({type(e).__name__}: {str(e)[:120]}); "
+                            f"export it again") from None
     end = line.n + 2
     align = alignment
     if align is None:
@@ -629,6 +634,9 @@ def _replan_method(plan, S, strategy, time_budget_ms, alignment):
         # missed an alias: then nothing here can be trusted.
         _check_original(plan, lower, upper, bases, size)
         p = place(lower, upper, size, strategy=strategy, alignment=align, time_budget_ms=time_budget_ms)
+        if not 0 <= mem_id < len(plan.non_const_buffer_sizes):
+            raise _refuse(plan, f"tensors in buffer {mem_id}, which the program does not size "
+                                f"({len(plan.non_const_buffer_sizes)} buffers); export it again")
         original = int(plan.non_const_buffer_sizes[mem_id])
         reports.append(BufferReport(plan.name, mem_id, sum(len(g[0]) for g in rows), original, int(p.size),
                                     int(p.lower_bound), bool(p.optimal)))
@@ -653,7 +661,11 @@ def _check_original(plan, lower, upper, bases, size):
 def _replan(pte_bytes: bytes, strategy: str, time_budget_ms, alignment):
     et = _executorch()
     S, save = et.schema, et.save
-    pte = et.load(bytes(pte_bytes))
+    try:
+        pte = et.load(bytes(pte_bytes))
+    except Exception as e:  # the flatbuffer reader raises struct, Unicode, value errors ... on a damaged file
+        raise PlanError("INVALID_IR_SHAPES", f"not a readable ExecuTorch program ({type(e).__name__}: "
+                                             f"{str(e)[:200]}); export it again") from None
     program = pte.program
     if len(program.execution_plan) > 1:
         shared = {}
