@@ -180,3 +180,25 @@ def test_emel_trace_and_emel_sweep_read_dynamic_onnx(tmp_path, capsys):
                        "--input-shape", f"x={B},{D}"]) == 0
     out = capsys.readouterr().out
     assert "mlp.onnx" in out and "fixed.onnx" in out and "INVALID_IR_SHAPES" not in out
+
+
+def test_damaged_model_bytes_are_a_plan_error():
+    """A name that is not UTF-8 comes back from protobuf as bytes (ONNX is proto2): it raised
+    TypeError deep in the import. Seeded byte edits: a graph or a PlanError, nothing else."""
+    import random
+    data = mlp_model().SerializeToString()
+    assert data.count(b"fc1") == 1
+    with pytest.raises(mm.PlanError, match=r"a node name that is not UTF-8 text \(b'f\\xff1'\).*re-export"):
+        mm.from_onnx(data.replace(b"fc1", b"f\xff1"))
+    rng = random.Random(5)
+    outcomes = {"imported": 0, "refused": 0}
+    for _ in range(500):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        try:
+            mm.plan(mm.from_onnx(bytes(b)))
+            outcomes["imported"] += 1
+        except mm.PlanError:
+            outcomes["refused"] += 1
+    assert outcomes["imported"] > 0 and outcomes["refused"] > 0, outcomes

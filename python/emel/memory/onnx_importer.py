@@ -58,10 +58,29 @@ def _load(onnx, source):
     return _load_shapes_only(onnx, source)
 
 
+def _check_names_are_text(model) -> None:
+    """protobuf hands a string field that is not UTF-8 back as bytes (ONNX is proto2):
+    a damaged model's names are refused here, not deep in the import."""
+    g = model.graph
+    names = [("graph", g.name)]
+    names += [("initializer", t.name) for t in g.initializer]
+    names += [(where, v.name) for where, vs in (("graph input", g.input), ("graph output", g.output),
+                                                ("value_info", g.value_info)) for v in vs]
+    for node in g.node:
+        names += [("node", node.name), ("node op_type", node.op_type), ("node domain", node.domain)]
+        names += [("node input", x) for x in node.input] + [("node output", x) for x in node.output]
+    for where, name in names:
+        if not isinstance(name, str):
+            raise PlanError("INVALID_IR_SHAPES",
+                            f"the ONNX model has a {where} name that is not UTF-8 text ({bytes(name)[:40]!r}); "
+                            f"the file is damaged: re-export it")
+
+
 def _load_shapes_only(onnx, source):
     """The model without its external weights: planning needs shapes only (dims are
     in the model file), so a missing or huge ``.data`` file costs nothing."""
     if isinstance(source, onnx.ModelProto):
+        _check_names_are_text(source)
         return source
     if isinstance(source, (bytes, bytearray)):
         where, load = "the ONNX bytes", lambda: onnx.load_from_string(bytes(source))
@@ -75,7 +94,7 @@ def _load_shapes_only(onnx, source):
         raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not "
                         f"{type(source).__name__}")
     try:
-        return load()
+        model = load()
     except OSError:
         raise
     except Exception as e:  # protobuf's DecodeError and the like: not a model at all
@@ -83,6 +102,8 @@ def _load_shapes_only(onnx, source):
                         f"{where} is not a readable ONNX model ({type(e).__name__}: "
                         f"{str(e).strip() or 'corrupt protobuf'}); re-export it, or check that "
                         f"the file was copied completely") from None
+    _check_names_are_text(model)
+    return model
 
 
 def _fix_input_shapes(onnx, model, input_shapes: Mapping[str, Any], flag: str = "input_shapes"):
