@@ -14,8 +14,9 @@ namespace emel::memory {
 namespace {
 
 // Buffer x lands at `chosen`: recorded, counted in the end, and indexed.
+template <class Index>
 void place_at(const Buffers& b, uint32_t x, uint64_t chosen, Placement& out, std::vector<uint8_t>& placed,
-              PlacedIndex& index) {
+              Index& index) {
     out.offset[x] = chosen;
     out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: GapFinder::find() checked it
     placed[x] = 1;
@@ -58,7 +59,8 @@ void mark_dependent(const Buffers& b, const uint32_t* batch, size_t m, std::vect
 // each batch, the gaps of the buffers that conflict with no earlier buffer of
 // the batch are found at once against the placement so far, then all are
 // placed in order, the others' gaps found then.
-void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, PlacedIndex& index,
+template <class Index>
+void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, Index& index,
                           Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
                           uint64_t give_up_above) {
     std::vector<GapFinder> finders;
@@ -110,8 +112,15 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
 // From this many buffers a pass copies them in its order first (below).
 constexpr size_t kInOrderFrom = 4096;
 
+template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                 uint64_t give_up_above);
+
+Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                               uint64_t give_up_above) {
+    if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above);
+    return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above);
+}
 
 }  // namespace
 
@@ -126,7 +135,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners())
-        return place_greedy_as_given(b, order, fit, give_up_above);
+        return place_greedy_indexed(b, order, fit, give_up_above);
     const size_t m = order.size();
     Buffers in_order;
     in_order.lower.resize(m);
@@ -146,7 +155,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     std::iota(in_turn.begin(), in_turn.end(), 0u);
     Placement placed;
     try {
-        placed = place_greedy_as_given(in_order, in_turn, fit, give_up_above);
+        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above);
     } catch (const PlacementOverflow& e) {
         throw PlacementOverflow(order[e.buffer]);
     }
@@ -158,6 +167,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
 
 namespace {
 
+template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                 uint64_t give_up_above) {
     const size_t n = b.count();
@@ -165,7 +175,7 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
     out.offset.assign(n, 0);
     out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     std::vector<uint8_t> placed(n, 0);
-    PlacedIndex index(b);
+    Index index(b);
     // Partners are placed buffers outside the index: one thread keeps their
     // checks simple.
     const bool in_batches = n >= kParallelFrom && !b.has_partners();

@@ -21,6 +21,8 @@ struct Span {
     Span(uint64_t offset_, uint64_t end_) noexcept : offset(offset_), end(end_) {}
 };
 
+using IndexRuns = std::vector<std::pair<size_t, size_t>>;
+
 // Placed buffers by interval. Live buffers are grouped in length classes
 // (lifetimes 1, 2, 3-4, 5-8, ..., doubling) and sorted by `lower` within a
 // class. A conflict with [lo, hi) in a class whose longest lifetime is L has
@@ -30,9 +32,15 @@ struct Span {
 // read, so a query reads the rows of placed buffers only: memory, not
 // comparisons, is what a pass over a million buffers waits on. Each row read
 // is filtered exactly (upper > lo, lower < hi). An insert is O(1).
-class PlacedIndex {
+//
+// `Time` is how a row keeps its lower and upper: uint32_t where every time
+// fits (CompactPlacedIndex), which makes a row 24 bytes instead of 32. A
+// pass over 10^6 buffers waits on the rows it reads, so a quarter fewer
+// bytes is a quarter fewer cache lines fetched.
+template <class Time>
+class BasicPlacedIndex {
   public:
-    explicit PlacedIndex(const Buffers& b) : b_(b) {
+    explicit BasicPlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
         // Live buffers by (length class, lower), sorted as contiguous records.
         std::vector<Key> keys;
@@ -51,7 +59,7 @@ class PlacedIndex {
             const uint32_t x = keys[k].x;
             const unsigned c = keys[k].length_class;
             position_[x] = static_cast<uint32_t>(k);
-            row_[k] = Row{b.lower[x], b.upper[x], Span{0, 0}};
+            row_[k] = Row{static_cast<Time>(b.lower[x]), static_cast<Time>(b.upper[x]), Span{0, 0}};
             if (classes_.empty() || classes_.back().length_class != c)
                 classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
             Class& cls = classes_.back();
@@ -82,7 +90,7 @@ class PlacedIndex {
 
     // A query's runs of sorted positions, one per class; each querying thread
     // has its own.
-    using Runs = std::vector<std::pair<size_t, size_t>>;
+    using Runs = IndexRuns;
 
     // Appends the span of every placed buffer with lower < hi and upper > lo.
     // Safe to call from several threads at once while nothing is inserted.
@@ -126,7 +134,7 @@ class PlacedIndex {
     static constexpr size_t kRowsPerBucket = 2;
     static constexpr size_t kCrowded = 16;  // rows in a bucket worth a search
     static constexpr size_t kPrefetchRows = 128;
-    struct Row { uint64_t lower, upper; Span span; };  // span: once placed
+    struct Row { Time lower, upper; Span span; };  // span: once placed
     struct Class {
         unsigned length_class;
         size_t begin, end;            // sorted positions
@@ -214,7 +222,9 @@ class PlacedIndex {
             const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
             const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
             if (from >= to) continue;
-            for (size_t k = from; k < to; k += 64 / sizeof(Row)) __builtin_prefetch(&row_[k]);
+            const char* line = reinterpret_cast<const char*>(&row_[from]);
+            const char* last = reinterpret_cast<const char*>(&row_[to]);
+            for (; line < last; line += 64) __builtin_prefetch(line);
             __builtin_prefetch(&placed_[from / 64]);
         }
     }
@@ -254,6 +264,16 @@ class PlacedIndex {
     std::vector<Class> classes_;
     std::vector<uint32_t> bucket_;    // every class's bucket starts, then its end
 };
+
+using PlacedIndex = BasicPlacedIndex<uint64_t>;
+using CompactPlacedIndex = BasicPlacedIndex<uint32_t>;
+
+// Every buffer's times fit in 32 bits: CompactPlacedIndex serves.
+inline bool times_fit_32_bits(const Buffers& b) {
+    uint64_t latest = 0;
+    for (size_t x = 0; x < b.count(); ++x) latest = std::max(latest, std::max(b.lower[x], b.upper[x]));
+    return latest <= UINT32_MAX;
+}
 
 // Sorts spans by offset. A zero-size buffer can land between spans that start
 // at one offset, so for it ties are broken by end (spans equal in both are
@@ -368,7 +388,8 @@ class GapFinder {
   public:
     explicit GapFinder(const Buffers& b) : b_(b) {}
 
-    uint64_t find(const PlacedIndex& index, const std::vector<uint64_t>& offset,
+    template <class Index>
+    uint64_t find(const Index& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
         spans_.clear();
         if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
@@ -534,7 +555,7 @@ class GapFinder {
 
     const Buffers& b_;
     std::vector<Span> spans_;
-    PlacedIndex::Runs runs_;
+    IndexRuns runs_;
     SpanSorter sorter_;
     Level levels_[kSummaryDepth];
 };
