@@ -7,12 +7,12 @@ repeat by repeat, the median wall time kept. The answer (size, work, method and 
 offsets) must be the same from both.
 
     python bench/place_ab.py --old /path/to/old/venv/bin/python          # this interpreter is "new"
-    python bench/place_ab.py --old OLD --new NEW --cases uniform-1m:greedy_by_size,Y_1:default
+    python bench/place_ab.py --old OLD --new NEW --cases uniform-1M:greedy_by_size,Y_1:default
 
 A case is ``instance:strategy[@budget_ms]``; ``default`` is auto with no time_budget_ms (the
 policy), ``auto@3000`` auto at 3,000 ms. Instances: the idealloc traces by name (S_1, Y_1,
 pangu_2.6B), MiniMalloc's challenging ones by letter, and the synthetic traces as
-``uniform-1m``, ``transformer-100k`` (bench/synthetic_traces.py, seed 0). The wall time is the
+``uniform-1M``, ``transformer-100k``, ``uniform-2000`` (bench/synthetic_traces.py, seed 0). The wall time is the
 place() call only (the instance is built first, untimed); cpu is the process's CPU time over
 the call (both threads of a greedy pass count).
 """
@@ -30,8 +30,8 @@ from pathlib import Path
 from _common import print_table, write_json
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CASES = ("uniform-1m:greedy_by_size,transformer-1m:greedy_by_size,uniform-1m:auto@3000,"
-                 "transformer-1m:auto@3000,uniform-100k:default,Y_1:default,S_1:default")
+DEFAULT_CASES = ("uniform-1M:greedy_by_size,transformer-1M:greedy_by_size,uniform-1M:auto@3000,"
+                 "transformer-1M:auto@3000,uniform-100k:default,Y_1:default,S_1:default")
 
 # Run in a fresh interpreter of the build under test: one place() call, its answer as JSON.
 CHILD = r"""
@@ -43,7 +43,7 @@ from peers import load_instances
 name, strategy = sys.argv[2], sys.argv[3]
 fam, _, n = name.partition("-")
 if fam in ("uniform", "transformer"):
-    n = int(float(n.replace("k", "e3").replace("m", "e6")))
+    n = int(float(n.replace("k", "e3").replace("M", "e6")))
     inst = load_instances(["synthetic"], [name], [n], [fam], 0)[0]
 else:
     inst = load_instances(["challenging", "idealloc"], [name], [], [], 0)[0]
