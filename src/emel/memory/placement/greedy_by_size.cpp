@@ -116,6 +116,15 @@ template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                 uint64_t give_up_above);
 
+// Most buffers of the order far (a cache line or more) from the one before
+// in the arrays: random traces by size. Orders that already walk the arrays
+// in sequence (layered traces by size, then time) gain nothing from a copy.
+bool scattered(const std::vector<uint32_t>& order) {
+    size_t far = 0;
+    for (size_t i = 1; i < order.size(); ++i) far += order[i] > order[i - 1] + 8 || order[i] + 8 < order[i - 1];
+    return 2 * far > order.size();
+}
+
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                uint64_t give_up_above) {
     if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above);
@@ -134,7 +143,7 @@ Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& or
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
-    if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners())
+    if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))
         return place_greedy_indexed(b, order, fit, give_up_above);
     const size_t m = order.size();
     Buffers in_order;
