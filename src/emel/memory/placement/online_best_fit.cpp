@@ -81,9 +81,14 @@ Placement place_online_best_fit(const Buffers& b) {
     Placement out;
     out.offset.assign(n, 0);
     out.method = "best_fit";
-    const std::vector<uint32_t> by_birth = order_by_birth(b);
-    std::vector<uint32_t> by_death(n);
+    std::vector<uint32_t> by_birth(n), by_death(n);
+    std::iota(by_birth.begin(), by_birth.end(), 0u);
     std::iota(by_death.begin(), by_death.end(), 0u);
+    std::sort(by_birth.begin(), by_birth.end(), [&](uint32_t x, uint32_t y) {
+        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        return b.rank[x] < b.rank[y];
+    });
     std::sort(by_death.begin(), by_death.end(),
               [&](uint32_t x, uint32_t y) { return b.upper[x] < b.upper[y]; });
     std::vector<uint8_t> placed(n, 0);

@@ -29,22 +29,6 @@ std::vector<uint32_t> order_by_size(const Buffers& b) {
     return order;
 }
 
-std::vector<uint32_t> order_by_birth(const Buffers& b) {
-    // Keys beside the index, as in order_by_size. The rank is a permutation,
-    // so the order is the same whatever the sort.
-    struct Key { uint64_t lower, size; uint32_t rank, x; };
-    std::vector<Key> keys(b.count());
-    for (uint32_t x = 0; x < b.count(); ++x) keys[x] = Key{b.lower[x], b.size[x], b.rank[x], x};
-    std::sort(keys.begin(), keys.end(), [](const Key& p, const Key& q) {
-        if (p.lower != q.lower) return p.lower < q.lower;
-        if (p.size != q.size) return p.size > q.size;
-        return p.rank < q.rank;
-    });
-    std::vector<uint32_t> order(b.count());
-    for (size_t k = 0; k < keys.size(); ++k) order[k] = keys[k].x;
-    return order;
-}
-
 std::vector<uint32_t> order_by_lifetime(const Buffers& b) {
     std::vector<uint32_t> order(b.count());
     std::iota(order.begin(), order.end(), 0u);

@@ -72,8 +72,6 @@ struct Rng {
 // Orders of docs/strategies.md.
 std::vector<uint32_t> order_by_size(const Buffers& b);      // §2
 std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
-// Execution order: by lower, then larger first, then rank (tmmu's sweep, best_fit's replay).
-std::vector<uint32_t> order_by_birth(const Buffers& b);
 std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
 std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 

@@ -14,7 +14,13 @@ namespace emel::memory {
 // in-place rule, then the aligned prefix sums of layout.cpp.
 Placement place_slots(const Buffers& b) {
     const size_t n = b.count();
-    const std::vector<uint32_t> order = order_by_birth(b);
+    std::vector<uint32_t> order(n);
+    for (uint32_t i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
+        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
+        return b.rank[x] < b.rank[y];
+    });
     std::vector<uint32_t> slot(n, kNone), holder, first_holder;  // first_holder: per slot
     std::vector<uint64_t> slot_size, slot_align;
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_slots;
