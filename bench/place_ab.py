@@ -36,11 +36,10 @@ DEFAULT_CASES = ("uniform-1M:greedy_by_size,transformer-1M:greedy_by_size,unifor
 # Run in a fresh interpreter of the build under test: one place() call, its answer as JSON.
 CHILD = r"""
 import hashlib, json, sys, time
-sys.path.insert(0, sys.argv[1])
 import numpy as np
 import emel.memory as mm
 from peers import load_instances
-name, strategy = sys.argv[2], sys.argv[3]
+name, strategy = sys.argv[1], sys.argv[2]
 fam, _, n = name.partition("-")
 if fam in ("uniform", "transformer"):
     n = int(float(n.replace("k", "e3").replace("M", "e6")))
@@ -64,8 +63,10 @@ print(json.dumps({"size": p.size, "ratio": p.size / p.lower_bound, "work": p.wor
 
 def run_case(python: str, case: str) -> dict:
     name, strategy = case.split(":", 1)
-    out = subprocess.run([python, "-c", CHILD, str(HERE), name, strategy], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONHASHSEED": "0"})
+    # bench/ on the child's path (peers.load_instances), as for a script run from it.
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    out = subprocess.run([python, "-c", CHILD, name, strategy], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path})
     if out.returncode != 0:
         raise SystemExit(f"{python} failed on {case}:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
