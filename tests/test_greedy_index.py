@@ -99,6 +99,24 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
     assert got.lower_bound == peak_spec(lower, upper, -(-np.asarray(size) // alignment) * alignment)
 
 
+def dense(n, seed):
+    """Most buffers live together (every conflict set above the 512 from which
+    the gap search sums conflicts up in offset buckets instead of sorting
+    them), a few sizes that stack at shared offsets, zero-size rows."""
+    rng = np.random.default_rng(seed)
+    lower = rng.integers(0, 64, n)
+    length = rng.integers(1, 400, n)
+    size = rng.choice([0, 24, 64, 100, 640, 1000, 4096], size=n, p=[0.02, 0.2, 0.2, 0.2, 0.18, 0.1, 0.1])
+    return lower, lower + length, size * rng.integers(1, 3, n)
+
+
+@pytest.mark.parametrize("fit", ["best", "first"])
+def test_dense_conflicts_equal_the_specification(fit):
+    lower, upper, size = dense(1500, seed=3)
+    got = mm.place(lower, upper, size, "greedy_by_size", 8, fit=fit)
+    assert np.array_equal(np.asarray(got.offsets, np.int64), greedy_spec(lower, upper, size, 8, fit))
+
+
 # What the scripts below share: `record` keeps a placement's offsets (by
 # digest) and every figure that must not depend on how the work was scheduled.
 _PRELUDE = """

@@ -1,6 +1,7 @@
 // greedy_by_size (docs/strategies.md §2): each buffer, biggest first, into the
 // tightest gap among the conflicting buffers already placed.
 #include <algorithm>
+#include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/core/errors.hpp"
@@ -13,8 +14,9 @@ namespace emel::memory {
 namespace {
 
 // Buffer x lands at `chosen`: recorded, counted in the end, and indexed.
+template <class Index>
 void place_at(const Buffers& b, uint32_t x, uint64_t chosen, Placement& out, std::vector<uint8_t>& placed,
-              PlacedIndex& index) {
+              Index& index) {
     out.offset[x] = chosen;
     out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: GapFinder::find() checked it
     placed[x] = 1;
@@ -57,7 +59,8 @@ void mark_dependent(const Buffers& b, const uint32_t* batch, size_t m, std::vect
 // each batch, the gaps of the buffers that conflict with no earlier buffer of
 // the batch are found at once against the placement so far, then all are
 // placed in order, the others' gaps found then.
-void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, PlacedIndex& index,
+template <class Index>
+void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, Index& index,
                           Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
                           uint64_t give_up_above) {
     std::vector<GapFinder> finders;
@@ -106,15 +109,82 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
     }
 }
 
+// From this many buffers a pass copies them in its order first (below).
+constexpr size_t kInOrderFrom = 4096;
+
+template <class Index>
+Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                                uint64_t give_up_above);
+
+// Most buffers of the order far (a cache line or more) from the one before
+// in the arrays: random traces by size. Orders that already walk the arrays
+// in sequence (layered traces by size, then time) gain nothing from a copy.
+bool scattered(const std::vector<uint32_t>& order) {
+    size_t far = 0;
+    for (size_t i = 1; i < order.size(); ++i) far += order[i] > order[i - 1] + 8 || order[i] + 8 < order[i - 1];
+    return 2 * far > order.size();
+}
+
+Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                               uint64_t give_up_above) {
+    if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above);
+    return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above);
+}
+
 }  // namespace
 
+// A large pass reads each buffer's times, size and alignment and writes its
+// offset in the order it places them: scattered over the buffers' arrays,
+// each a cache miss at 10^6 buffers. So the buffers are copied in that order
+// first (the index's rows are sorted by time either way) and the offsets
+// copied back. Nothing the pass chooses depends on the buffers' numbering
+// (spans are walked in offset order; equal offsets in any order give the
+// same gaps), so the answer and the work are the same.
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
+    // Every buffer in the order (the passes' orders are permutations), so the
+    // copy has the same count, and so the same batches and checks.
+    if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))
+        return place_greedy_indexed(b, order, fit, give_up_above);
+    const size_t m = order.size();
+    Buffers in_order;
+    in_order.lower.resize(m);
+    in_order.upper.resize(m);
+    in_order.size.resize(m);
+    in_order.alignment.resize(m);
+    in_order.rank.resize(m);
+    for (size_t i = 0; i < m; ++i) {
+        const uint32_t x = order[i];
+        in_order.lower[i] = b.lower[x];
+        in_order.upper[i] = b.upper[x];
+        in_order.size[i] = b.size[x];
+        in_order.alignment[i] = b.alignment[x];
+        in_order.rank[i] = b.rank[x];
+    }
+    std::vector<uint32_t> in_turn(m);
+    std::iota(in_turn.begin(), in_turn.end(), 0u);
+    Placement placed;
+    try {
+        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above);
+    } catch (const PlacementOverflow& e) {
+        throw PlacementOverflow(order[e.buffer]);
+    }
+    std::vector<uint64_t> offset(b.count(), 0);
+    for (size_t i = 0; i < m; ++i) offset[order[i]] = placed.offset[i];
+    placed.offset = std::move(offset);
+    return placed;
+}
+
+namespace {
+
+template <class Index>
+Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                                uint64_t give_up_above) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
     out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     std::vector<uint8_t> placed(n, 0);
-    PlacedIndex index(b);
+    Index index(b);
     // Partners are placed buffers outside the index: one thread keeps their
     // checks simple.
     const bool in_batches = n >= kParallelFrom && !b.has_partners();
@@ -142,5 +212,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     }
     return out;
 }
+
+}  // namespace
 
 }  // namespace emel::memory

@@ -46,14 +46,24 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
     }
     Buffers b;
     const size_t m = live_rows.size();
+    const bool all_live = m == n;  // the rows are the buffers: taken as they are, not copied
     b.alignment.assign(m, alignment);
     b.rank.resize(m);
-    b.lower.resize(m);
-    b.upper.resize(m);
-    b.size.resize(m);
+    if (all_live) {
+        b.lower = std::move(lower);
+        b.upper = std::move(upper);
+        b.size = std::move(size);
+        if (alignment > 1)
+            for (uint64_t& s : b.size) s = *checked_align_up(s, alignment);
+    } else {
+        b.lower.resize(m);
+        b.upper.resize(m);
+        b.size.resize(m);
+    }
     for (size_t k = 0; k < m; ++k) {
-        const uint32_t x = live_rows[k];
         b.rank[k] = static_cast<uint32_t>(k);  // row order is id order
+        if (all_live) continue;
+        const uint32_t x = live_rows[k];
         b.lower[k] = lower[x];
         b.upper[k] = upper[x];
         b.size[k] = *checked_align_up(size[x], alignment);
@@ -66,9 +76,11 @@ RowPlacement place_rows(std::vector<uint64_t> lower, std::vector<uint64_t> upper
         throw PlanError(ErrorCode::AllocationOverflow,
                         "row " + row + ": placing it passes 2^64-1 bytes", row);
     }
-    std::vector<uint64_t> offsets(n, 0);
-    for (size_t k = 0; k < m; ++k) offsets[live_rows[k]] = out.placed.offset[k];
-    out.placed.offset = std::move(offsets);
+    if (!all_live) {
+        std::vector<uint64_t> offsets(n, 0);
+        for (size_t k = 0; k < m; ++k) offsets[live_rows[k]] = out.placed.offset[k];
+        out.placed.offset = std::move(offsets);
+    }
     auto end = checked_align_up(out.placed.end, alignment);
     if (!end) throw PlanError(ErrorCode::AllocationOverflow, "arena exceeds 2^64-1 bytes");
     out.arena_size = *end;

@@ -21,6 +21,8 @@ struct Span {
     Span(uint64_t offset_, uint64_t end_) noexcept : offset(offset_), end(end_) {}
 };
 
+using IndexRuns = std::vector<std::pair<size_t, size_t>>;
+
 // Placed buffers by interval. Live buffers are grouped in length classes
 // (lifetimes 1, 2, 3-4, 5-8, ..., doubling) and sorted by `lower` within a
 // class. A conflict with [lo, hi) in a class whose longest lifetime is L has
@@ -30,9 +32,15 @@ struct Span {
 // read, so a query reads the rows of placed buffers only: memory, not
 // comparisons, is what a pass over a million buffers waits on. Each row read
 // is filtered exactly (upper > lo, lower < hi). An insert is O(1).
-class PlacedIndex {
+//
+// `Time` is how a row keeps its lower and upper: uint32_t where every time
+// fits (CompactPlacedIndex), which makes a row 24 bytes instead of 32. A
+// pass over 10^6 buffers waits on the rows it reads, so a quarter fewer
+// bytes is a quarter fewer cache lines fetched.
+template <class Time>
+class BasicPlacedIndex {
   public:
-    explicit PlacedIndex(const Buffers& b) : b_(b) {
+    explicit BasicPlacedIndex(const Buffers& b) : b_(b) {
         const size_t n = b.count();
         // Live buffers by (length class, lower), sorted as contiguous records.
         std::vector<Key> keys;
@@ -51,7 +59,7 @@ class PlacedIndex {
             const uint32_t x = keys[k].x;
             const unsigned c = keys[k].length_class;
             position_[x] = static_cast<uint32_t>(k);
-            row_[k] = Row{b.lower[x], b.upper[x], Span{0, 0}};
+            row_[k] = Row{static_cast<Time>(b.lower[x]), static_cast<Time>(b.upper[x]), Span{0, 0}};
             if (classes_.empty() || classes_.back().length_class != c)
                 classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
             Class& cls = classes_.back();
@@ -82,7 +90,7 @@ class PlacedIndex {
 
     // A query's runs of sorted positions, one per class; each querying thread
     // has its own.
-    using Runs = std::vector<std::pair<size_t, size_t>>;
+    using Runs = IndexRuns;
 
     // Appends the span of every placed buffer with lower < hi and upper > lo.
     // Safe to call from several threads at once while nothing is inserted.
@@ -126,7 +134,7 @@ class PlacedIndex {
     static constexpr size_t kRowsPerBucket = 2;
     static constexpr size_t kCrowded = 16;  // rows in a bucket worth a search
     static constexpr size_t kPrefetchRows = 128;
-    struct Row { uint64_t lower, upper; Span span; };  // span: once placed
+    struct Row { Time lower, upper; Span span; };  // span: once placed
     struct Class {
         unsigned length_class;
         size_t begin, end;            // sorted positions
@@ -214,7 +222,9 @@ class PlacedIndex {
             const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
             const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
             if (from >= to) continue;
-            for (size_t k = from; k < to; k += 64 / sizeof(Row)) __builtin_prefetch(&row_[k]);
+            const char* line = reinterpret_cast<const char*>(&row_[from]);
+            const char* last = reinterpret_cast<const char*>(&row_[to]);
+            for (; line < last; line += 64) __builtin_prefetch(line);
             __builtin_prefetch(&placed_[from / 64]);
         }
     }
@@ -254,6 +264,16 @@ class PlacedIndex {
     std::vector<Class> classes_;
     std::vector<uint32_t> bucket_;    // every class's bucket starts, then its end
 };
+
+using PlacedIndex = BasicPlacedIndex<uint64_t>;
+using CompactPlacedIndex = BasicPlacedIndex<uint32_t>;
+
+// Every buffer's times fit in 32 bits: CompactPlacedIndex serves.
+inline bool times_fit_32_bits(const Buffers& b) {
+    uint64_t latest = 0;
+    for (size_t x = 0; x < b.count(); ++x) latest = std::max(latest, std::max(b.lower[x], b.upper[x]));
+    return latest <= UINT32_MAX;
+}
 
 // Sorts spans by offset. A zero-size buffer can land between spans that start
 // at one offset, so for it ties are broken by end (spans equal in both are
@@ -368,7 +388,8 @@ class GapFinder {
   public:
     explicit GapFinder(const Buffers& b) : b_(b) {}
 
-    uint64_t find(const PlacedIndex& index, const std::vector<uint64_t>& offset,
+    template <class Index>
+    uint64_t find(const Index& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
         spans_.clear();
         if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
@@ -376,9 +397,6 @@ class GapFinder {
             for (uint32_t q : b_.partners[x])
                 if (placed[q] && !b_.live_together(x, q))
                     spans_.push_back({offset[q], offset[q] + b_.size[q]});
-        // A zero-size buffer can land between spans that start at one offset:
-        // it needs their full order.
-        sorter_.sort(spans_, b_.size[x] == 0);
         // Charge the sort too, so huge traces with thousands of conflicts per
         // buffer cost what they really take. The charge is the one of the
         // earlier sort (k log k below 256 conflicts, linear above), kept so
@@ -387,24 +405,19 @@ class GapFinder {
         const uint64_t k = spans_.size();
         work += kGreedyUnitsPerStep * (1 + k) +
                 (k >= 256 ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
-        const uint64_t a = b_.alignment[x], size = b_.size[x];
-        uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
-        bool found = false;
-        for (const Span& q : spans_) {
-            auto aligned = checked_align_up(cursor, a);
-            if (aligned && *aligned <= q.offset && size <= q.offset - *aligned) {
-                const uint64_t gap = q.offset - cursor;
-                if (gap < best_gap) {
-                    best_gap = gap;
-                    chosen = *aligned;
-                    found = true;
-                    if (fit == Fit::First) break;
-                }
-            }
-            cursor = std::max(cursor, q.end);
+        Walk walk{b_.alignment[x], b_.size[x], fit};
+        if (b_.size[x] > 0 && k >= kSummariesFrom) {
+            walk_summaries(spans_.data(), spans_.data() + k, walk, 0);
+        } else {
+            // A zero-size buffer can land between spans that start at one
+            // offset: it needs their full order.
+            sorter_.sort(spans_, b_.size[x] == 0);
+            walk.over(spans_.data(), spans_.data() + k);
         }
-        if (!found) {
-            auto top = checked_align_up(cursor, a);
+        uint64_t chosen = walk.chosen;
+        const uint64_t size = b_.size[x];
+        if (!walk.found) {
+            auto top = checked_align_up(walk.cursor, walk.alignment);
             if (!top) throw PlacementOverflow(x);
             chosen = *top;
         }
@@ -413,10 +426,138 @@ class GapFinder {
     }
 
   private:
+    // The gap choice over spans met in offset order: a gap is the room
+    // between the highest end so far (the cursor) and the next span's offset.
+    struct Walk {
+        uint64_t alignment, size;
+        Fit fit;
+        uint64_t cursor = 0, best_gap = UINT64_MAX, chosen = 0;
+        bool found = false;
+        bool stopped = false;  // the choice is made: first fit's gap, or one of the buffer's size
+
+        void over(const Span* q, const Span* last) {
+            for (; q < last; ++q) {
+                auto aligned = checked_align_up(cursor, alignment);
+                if (aligned && *aligned <= q->offset && size <= q->offset - *aligned) {
+                    const uint64_t gap = q->offset - cursor;
+                    if (gap < best_gap) {
+                        best_gap = gap;
+                        chosen = *aligned;
+                        found = true;
+                        // First fit takes the first; no gap is smaller than
+                        // the buffer, and ties keep the earlier.
+                        if (fit == Fit::First || gap == size) {
+                            stopped = true;
+                            return;
+                        }
+                    }
+                }
+                cursor = std::max(cursor, q->end);
+            }
+        }
+    };
+
+    // Many conflicts (dense traces: thousands per buffer on Y_1), a buffer
+    // that holds bytes: the spans are summed up in offset buckets (how many,
+    // the highest offset, the highest end) instead of sorted. A bucket whose
+    // highest offset is too close above the cursor it is entered with for
+    // the buffer to fit has no gap it fits in (its gaps lie between the two)
+    // and only moves the cursor to its highest end, whatever its spans'
+    // order; only the other buckets are gathered and walked, in offset order,
+    // each summed up again over its own offsets (dense traces stack many
+    // spans at a few offsets). The fitting gaps met, in order, are the
+    // sorted walk's, so the choice is the same. `walk.cursor` is the cursor
+    // the spans are entered with; on return, past them all (unless stopped).
+    void walk_summaries(Span* first, Span* last, Walk& walk, unsigned depth) {
+        const size_t k = static_cast<size_t>(last - first);
+        if (k <= kInsertionAtMost || depth == kSummaryDepth) {
+            if (k <= kInsertionAtMost) {
+                for (Span* p = first + (first != last); p < last; ++p) {
+                    const Span v = *p;
+                    Span* j = p;
+                    for (; j > first && (j - 1)->offset > v.offset; --j) *j = *(j - 1);
+                    *j = v;
+                }
+            } else {
+                std::sort(first, last, [](const Span& p, const Span& q) { return p.offset < q.offset; });
+            }
+            walk.over(first, last);
+            return;
+        }
+        uint64_t low = UINT64_MAX, high = 0;
+        for (const Span* s = first; s < last; ++s) {
+            low = std::min(low, s->offset);
+            high = std::max(high, s->offset);
+        }
+        if (low == high) {  // one offset: any order is the sorted one
+            walk.over(first, last);
+            return;
+        }
+        Level& level = levels_[depth];
+        const unsigned range_bits = 64 - static_cast<unsigned>(__builtin_clzll(high - low));
+        const unsigned bucket_bits = 64 - static_cast<unsigned>(__builtin_clzll(k)) - kSpansPerBucketBits;
+        const unsigned shift = range_bits > bucket_bits ? range_bits - bucket_bits : 0;
+        const size_t buckets = size_t{1} << (range_bits - shift);
+        level.summary.assign(buckets, Summary{0, 0, 0, kBoring});
+        for (const Span* s = first; s < last; ++s) {
+            Summary& m = level.summary[(s->offset - low) >> shift];
+            ++m.count;
+            m.top_offset = std::max(m.top_offset, s->offset);
+            m.top_end = std::max(m.top_end, s->end);
+        }
+        // The cursor each bucket is entered with; the buckets with room.
+        level.entered.clear();
+        uint32_t gathered = 0;
+        uint64_t cursor = walk.cursor;
+        for (size_t i = 0; i < buckets; ++i) {
+            Summary& m = level.summary[i];
+            if (m.count == 0) continue;
+            const auto aligned = checked_align_up(cursor, walk.alignment);
+            if (aligned && m.top_offset >= *aligned && m.top_offset - *aligned >= walk.size) {
+                level.entered.push_back({static_cast<uint32_t>(i), cursor});
+                m.next = gathered;
+                gathered += m.count;
+            }
+            cursor = std::max(cursor, m.top_end);
+        }
+        level.spans.resize(gathered);
+        for (const Span* s = first; s < last; ++s) {
+            Summary& m = level.summary[(s->offset - low) >> shift];
+            if (m.next != kBoring) level.spans[m.next++] = *s;
+        }
+        for (const auto& [i, entry] : level.entered) {
+            const Summary& m = level.summary[i];
+            Span* end = level.spans.data() + m.next;
+            walk.cursor = entry;
+            walk_summaries(end - m.count, end, walk, depth + 1);
+            if (walk.stopped) return;
+        }
+        walk.cursor = cursor;
+    }
+
+    // Conflicts from which walk_summaries() is used; its spans per bucket
+    // (about 2^kSpansPerBucketBits), the runs it sorts outright and how
+    // deep it sums up again before sorting.
+    static constexpr size_t kSummariesFrom = 512;
+    static constexpr unsigned kSpansPerBucketBits = 1;
+    static constexpr size_t kInsertionAtMost = 16;
+    static constexpr unsigned kSummaryDepth = 4;
+    static constexpr uint32_t kBoring = UINT32_MAX;
+    struct Summary {
+        uint64_t top_offset, top_end;
+        uint32_t count, next;  // next: where its next span is gathered (kBoring: not gathered)
+    };
+    struct Level {  // walk_summaries()'s storage at one depth, kept between calls
+        std::vector<Summary> summary;
+        std::vector<std::pair<uint32_t, uint64_t>> entered;  // bucket, the cursor it is entered with
+        std::vector<Span> spans;                              // the gathered buckets' spans
+    };
+
     const Buffers& b_;
     std::vector<Span> spans_;
-    PlacedIndex::Runs runs_;
+    IndexRuns runs_;
     SpanSorter sorter_;
+    Level levels_[kSummaryDepth];
 };
 
 }  // namespace emel::memory
