@@ -887,6 +887,55 @@ def run_gguf(case):
     return "accepted"
 
 
+# ------------------------------------------------------------------ ONNX models
+
+_ONNX_BYTES: list = []
+
+
+def _onnx_model() -> bytes:
+    """A small model with views, broadcasts, a reshape to a computed shape and a
+    symbolic batch (fixed through input_shapes), serialized once per process."""
+    if not _ONNX_BYTES:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        inits = [numpy_helper.from_array(np.zeros((16, 32), np.float32), "W1"),
+                 numpy_helper.from_array(np.zeros((32,), np.float32), "b1"),
+                 numpy_helper.from_array(np.array([-1, 2, 16], np.int64), "shape"),
+                 numpy_helper.from_array(np.zeros((32, 16), np.float32), "W2")]
+        nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="fc1"),
+                 helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),
+                 helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+                 helper.make_node("Reshape", ["r", "shape"], ["r3"], name="reshape"),
+                 helper.make_node("Transpose", ["r3"], ["t"], name="transpose", perm=[0, 2, 1]),
+                 helper.make_node("Flatten", ["t"], ["r2"], name="flatten", axis=1),
+                 helper.make_node("MatMul", ["r2", "W2"], ["y0"], name="fc2"),
+                 helper.make_node("Softmax", ["y0"], ["y"], name="softmax", axis=-1)]
+        graph = helper.make_graph(nodes, "fuzz_mlp",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        _ONNX_BYTES.append(model.SerializeToString())
+    return _ONNX_BYTES[0]
+
+
+def gen_onnx(rng):
+    data = _onnx_model()
+    return {"bytes": mutate_bytes(rng, data) if rng.random() < 0.9 else data,
+            "batch": rng.choice((1, 4, 0, 2**40)), "mode": rng.choice(("inference", "forward"))}
+
+
+def run_onnx(case):
+    """ONNX model bytes with random edits: a graph whose plan passes its self-check,
+    or a PlanError; never protobuf's or the importer's own exception types."""
+    try:
+        graph = mm.from_onnx(case["bytes"], input_shapes={"x": [case["batch"], 16]})
+        plan = mm.plan(graph, mode=case["mode"])
+    except mm.PlanError:
+        return "refused"
+    plan.verify()
+    return "accepted"
+
+
 # ------------------------------------------------------------------ the table
 
 SURFACES = {
@@ -903,6 +952,9 @@ SURFACES = {
     "budget": (gen_budget, run_budget),
     "cli": (gen_cli, run_cli),
 }
+# ONNX models need the optional `onnx` package (emel[onnx]); without it the surface is left out.
+if importlib.util.find_spec("onnx") is not None:
+    SURFACES["onnx"] = (gen_onnx, run_onnx)
 # GGUF files need the optional `gguf` package (emel[gguf]); without it the surface is left out.
 if importlib.util.find_spec("gguf") is not None:
     SURFACES["gguf"] = (gen_gguf, run_gguf)
