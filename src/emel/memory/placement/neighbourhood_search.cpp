@@ -96,6 +96,36 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
 
 using namespace exact;
 
+namespace {
+
+// The searched rows by start, so that a window looks only at the rows that
+// start at most the longest lifetime before it, not at every row.
+struct RowsByStart {
+    explicit RowsByStart(const Buffers& b) {
+        for (uint32_t x = 0; x < b.count(); ++x)
+            if (b.searched(x)) {
+                rows.push_back(x);
+                longest = std::max(longest, b.upper[x] - b.lower[x]);
+            }
+        std::stable_sort(rows.begin(), rows.end(), [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
+        for (uint32_t x : rows) lowers.push_back(b.lower[x]);
+    }
+    // The rows live at some instant of [from, to), in row order.
+    void live_in(const Buffers& b, uint64_t from, uint64_t to, std::vector<uint32_t>& out) const {
+        out.clear();
+        const uint64_t earliest = from > longest ? from - longest : 0;  // a row live there starts after it
+        for (size_t i = std::lower_bound(lowers.begin(), lowers.end(), earliest) - lowers.begin();
+             i < lowers.size() && lowers[i] < to; ++i)
+            if (b.upper[rows[i]] > from) out.push_back(rows[i]);
+        std::sort(out.begin(), out.end());
+    }
+    std::vector<uint32_t> rows;
+    std::vector<uint64_t> lowers;
+    uint64_t longest = 0;
+};
+
+}  // namespace
+
 void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
     // Partners may live outside any window: their constraint would be lost.
     if (b.has_partners() || b.count() == 0) return;
@@ -104,6 +134,8 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
     size_t next_top = 0;   // which top buffer to lower next (round robin)
     unsigned widen = 0;    // how far the window reaches past the buffer's lifetime
     unsigned failures = 0;
+    const RowsByStart by_start(b);
+    std::vector<uint32_t> live;
     // Wider around the same top buffer, or (too wide, or told to) the next
     // top buffer's own lifetime; true when it moved to the next top buffer.
     auto next_window = [&](bool next_top_now) {
@@ -140,8 +172,8 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         // the others live with them, all of which are live in the window.
         std::vector<uint32_t> freed_rows, crossing;
         bool top_fixed = false;
-        for (uint32_t x = 0; x < n; ++x) {
-            if (!b.searched(x) || b.lower[x] >= to || b.upper[x] <= from) continue;
+        by_start.live_in(b, from, to, live);
+        for (uint32_t x : live) {
             if (b.lower[x] >= from && b.upper[x] <= to) {
                 freed_rows.push_back(x);
             } else {
@@ -149,7 +181,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
                 top_fixed = top_fixed || best.offset[x] + b.size[x] == end;
             }
         }
-        work += n;
+        work += n;  // charged as the scan of every row it replaces
         const size_t freed = freed_rows.size();
         const bool too_large = freed > kWindowFreed;
         if (top_fixed || too_large) {  // this window cannot lower the end: the next one
