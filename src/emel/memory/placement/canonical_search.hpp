@@ -473,10 +473,20 @@ class CanonicalSearch {
             set_open(y, min_offset_[y]);
             toggle_state(y);
         }
-        for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) {
-            floor_log_.push_back({s, floor_[s]});
-            floor_[s] = height;
-            total_[s] -= in_.b.size[x];
+        {
+            // x's sections, logged in one stretch (no capacity check per section).
+            const uint32_t first = in_.from[x], last = in_.to[x];
+            const size_t logged = floor_log_.size();
+            floor_log_.resize(logged + (last - first));
+            std::pair<uint32_t, uint64_t>* log = floor_log_.data() + logged;
+            uint64_t* floor = floor_.data();
+            uint64_t* total = total_.data();
+            const uint64_t size = in_.b.size[x];
+            for (uint32_t s = first; s < last; ++s, ++log) {
+                *log = {s, floor[s]};
+                floor[s] = height;
+                total[s] -= size;
+            }
         }
         ops_ += in_.conflicts[x].size() + (in_.to[x] - in_.from[x]) + 2 * (min_log_.size() - mark_raised + 1);
         // A section's floor is at least the lowest offset any unplaced buffer in
@@ -543,10 +553,8 @@ class CanonicalSearch {
     }
 
     void unplace(uint32_t x, size_t mark_min, size_t mark_floor) {
-        while (floor_log_.size() > mark_floor) {
-            floor_[floor_log_.back().first] = floor_log_.back().second;
-            floor_log_.pop_back();
-        }
+        for (size_t k = floor_log_.size(); k > mark_floor; --k) floor_[floor_log_[k - 1].first] = floor_log_[k - 1].second;
+        floor_log_.resize(mark_floor);
         while (min_log_.size() > mark_min) {
             min_offset_[min_log_.back().first] = min_log_.back().second;
             set_open(min_log_.back().first, min_log_.back().second);
