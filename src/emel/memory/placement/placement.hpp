@@ -115,6 +115,17 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target 
 // budget (or none exists).
 Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget);
 
+// §5, "Time sections" (sections.cpp): `start` (a placement of `b`) improved
+// where the instance falls apart in time. Components (no row spans the
+// instant between them) above `capacity` (at least the lower bound) are
+// searched on their own with it as their target; components too large to
+// search whole are placed section by section in time order around the rows
+// of the sections before (a rolling horizon). The result is never larger
+// than `start`; `proven_bound` and `optimal` say what it proved (every
+// component at or under the bound proves the whole). Within about
+// `work_budget`; abandoned (nothing done) on instances with partners.
+Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget);
+
 // §5: lowers `best` by re-searching, one window of time at a time around a
 // buffer that reaches its end, the buffers that live only inside the window,
 // the others kept where they are (for instances the exact search does not

@@ -1,0 +1,372 @@
+// Time sections (docs/strategies.md §5, "Sections"): the exact search on
+// instances too large to search whole, one stretch of time at a time.
+//
+// Why: the search's instance takes memory and time in the square of its
+// buffers, so it stops at kSearchUpTo. But real traces fall apart in time: a
+// training iteration that ends in a pipeline flush shares no buffer with the
+// next, and a decoding trace that never empties still has instants few
+// buffers live across. So:
+//  (a) at instants no buffer spans, the trace splits into *components*
+//      whose placements are independent (they share no instant): each is
+//      placed on its own from offset 0, the arena is the largest of theirs,
+//      and the bound of the whole is the largest of their bounds. A component
+//      that the answer so far already fits under the target needs nothing;
+//      only the ones above it are searched, each with the target as its
+//      capacity. A proof for every component is a proof for the whole, and a
+//      component proven above the target raises the target for the rest.
+//  (b) a component too large to search whole is cut at instants few buffers
+//      live across and solved in time order (a rolling horizon): each
+//      section's buffers are searched around the buffers of the sections
+//      before it that are still live, fixed where they were put, as
+//      obstacles. A section the search cannot place under the target is
+//      placed by first fit around them, and the component keeps whichever of
+//      this and its answer so far ends lower.
+// Components of the same shape (the same rows, shifted in time: the
+// iterations of a training loop) are solved once.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "emel/memory/placement/canonical_search.hpp"
+#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/preorder_race.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
+
+namespace emel::memory {
+
+using namespace exact;
+
+namespace {
+
+// A component of up to this many buffers is searched whole (place_optimal);
+// a larger one by the rolling horizon, in sections of about this many.
+constexpr size_t kComponentSearchUpTo = 4096;
+constexpr size_t kSectionBuffers = 1024;
+
+// The searched rows in order of start (ties: row), cut into components at
+// every instant no row spans: [begin, end) index ranges into `by_start`.
+struct Components {
+    std::vector<uint32_t> by_start;
+    std::vector<std::pair<size_t, size_t>> ranges;
+};
+
+Components find_components(const Buffers& b) {
+    Components c;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.searched(x)) c.by_start.push_back(x);
+    std::sort(c.by_start.begin(), c.by_start.end(), [&](uint32_t x, uint32_t y) {
+        return b.lower[x] != b.lower[y] ? b.lower[x] < b.lower[y] : x < y;
+    });
+    uint64_t reach = 0;  // the latest end so far
+    size_t begin = 0;
+    for (size_t i = 0; i < c.by_start.size(); ++i) {
+        const uint32_t x = c.by_start[i];
+        if (i > begin && reach <= b.lower[x]) {  // nothing started before x is live at its start
+            c.ranges.emplace_back(begin, i);
+            begin = i;
+        }
+        reach = std::max(reach, b.upper[x]);
+    }
+    if (begin < c.by_start.size()) c.ranges.emplace_back(begin, c.by_start.size());
+    return c;
+}
+
+// A component's rows as an instance of their own, and the same shape's key:
+// its rows shifted to start at instant 0 (two components with equal keys
+// have the same placements, row for row).
+using ShapeKey = std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>>;
+
+ShapeKey shape_of(const Buffers& b, const std::vector<uint32_t>& rows) {
+    ShapeKey key;
+    key.reserve(rows.size());
+    const uint64_t t0 = b.lower[rows.front()];
+    for (uint32_t x : rows) key.emplace_back(b.lower[x] - t0, b.upper[x] - t0, b.size[x], b.alignment[x]);
+    return key;
+}
+
+uint64_t end_of(const Buffers& b, const std::vector<uint32_t>& rows, const std::vector<uint64_t>& offset) {
+    uint64_t end = 0;
+    for (uint32_t x : rows) end = std::max(end, offset[x] + b.size[x]);
+    return end;
+}
+
+// First fit of a section's rows (their own instance `sub`) in `order` around
+// `obstacles` (each row's (offset, top) pairs, from earlier sections): the
+// quick try before the search, and the fallback when it fails. Offsets into
+// `out`; returns their end.
+uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order,
+                          const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& obstacles,
+                          std::vector<uint64_t>& out, uint64_t& work) {
+    const size_t m = sub.count();
+    uint64_t end = 0;
+    std::vector<uint8_t> placed(m, 0);
+    std::vector<std::pair<uint64_t, uint64_t>> taken;
+    out.assign(m, 0);
+    for (uint32_t x : order) {
+        taken = obstacles[x];
+        for (uint32_t y = 0; y < m; ++y)
+            if (placed[y] && sub.live_together(x, y)) taken.emplace_back(out[y], out[y] + sub.size[y]);
+        std::sort(taken.begin(), taken.end());
+        work += kGreedyUnitsPerStep * (m + 2 * taken.size());
+        uint64_t offset = 0;
+        for (const auto& [bottom, top] : taken) {
+            if (offset + sub.size[x] <= bottom) break;
+            if (top > offset) {
+                auto raised = checked_align_up(top, sub.alignment[x]);
+                if (!raised) throw PlacementOverflow(x);
+                offset = *raised;
+            }
+        }
+        if (offset > UINT64_MAX - sub.size[x]) throw PlacementOverflow(x);
+        out[x] = offset;
+        placed[x] = 1;
+        end = std::max(end, offset + sub.size[x]);
+    }
+    return end;
+}
+
+// One component's rows in start order, placed in time sections (b): into
+// `offset` (rows outside the component untouched). Returns the component's end.
+uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t capacity, uint64_t budget,
+                      uint64_t give_up_above, std::vector<uint64_t>& offset, uint64_t& work) {
+    const uint64_t work_limit = work + budget;
+    const size_t n = rows.size();
+    // How many rows live across each row's start instant (from earlier
+    // starts): the cuts go where it is lowest.
+    std::vector<uint64_t> ends(n);
+    for (size_t i = 0; i < n; ++i) ends[i] = b.upper[rows[i]];
+    std::sort(ends.begin(), ends.end());
+    work += 2 * n * (64 - static_cast<uint64_t>(__builtin_clzll(n | 1)));
+    auto crossing = [&](size_t i) {  // rows started before rows[i]'s instant and still live there
+        const uint64_t t = b.lower[rows[i]];
+        const size_t ended = std::upper_bound(ends.begin(), ends.end(), t) - ends.begin();
+        size_t started = i;
+        while (started > 0 && b.lower[rows[started - 1]] == t) --started;
+        return started - std::min(started, ended);
+    };
+    // Cuts: from each section's start, the start instant with the fewest rows
+    // across it among those that leave the section between half and all of
+    // kSectionBuffers (ties: the later).
+    std::vector<size_t> cuts{0};
+    while (n - cuts.back() > kSectionBuffers) {
+        const size_t from = cuts.back() + kSectionBuffers / 2, to = cuts.back() + kSectionBuffers;
+        size_t best = SIZE_MAX, fewest = SIZE_MAX;
+        for (size_t i = from; i <= to; ++i) {
+            if (b.lower[rows[i]] == b.lower[rows[i - 1]]) continue;  // not an instant's first row
+            const size_t c = crossing(i);
+            if (c <= fewest) {
+                fewest = c;
+                best = i;
+            }
+        }
+        work += 2 * (to - from);
+        if (best == SIZE_MAX) best = to;  // one instant holds them all: cut inside it (still valid)
+        cuts.push_back(best);
+    }
+    cuts.push_back(n);
+    const size_t sections = cuts.size() - 1;
+
+    std::vector<uint32_t> live;  // rows of earlier sections still live, as obstacles
+    uint64_t end = 0;
+    uint64_t spent_all = 0;
+    for (size_t k = 0; k < sections; ++k) {
+        const std::vector<uint32_t> members(rows.begin() + cuts[k], rows.begin() + cuts[k + 1]);
+        const uint64_t from = b.lower[members.front()];
+        live.erase(std::remove_if(live.begin(), live.end(), [&](uint32_t z) { return b.upper[z] <= from; }),
+                   live.end());
+        const Buffers sub = cut_to_window(b, members, 0, UINT64_MAX);
+        const size_t m = members.size();
+        std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(m);
+        for (size_t j = 0; j < m; ++j)
+            for (uint32_t z : live)
+                if (b.live_together(z, members[j]))
+                    obstacles[j].emplace_back(offset[z], offset[z] + b.size[z]);
+        work += m * live.size() + search_costs(sub).build;
+        // This section's share: what is left, spread over the sections left.
+        const uint64_t left = work_limit - std::min(work_limit, work);
+        const uint64_t share = left / (sections - k);
+        // Quick first: first fit in two of auto's orders; the search only
+        // when neither fits under the capacity.
+        std::vector<uint64_t> placed, tried;
+        uint64_t section_end = UINT64_MAX;
+        for (const auto& order : {order_by_live_peak(sub), order_by_size(sub)}) {
+            if (section_end <= capacity) break;
+            const uint64_t e = first_fit_around(sub, order, obstacles, tried, work);
+            if (e < section_end) {
+                section_end = e;
+                placed.swap(tried);
+            }
+        }
+        bool found = section_end <= capacity;
+        if (!found) {
+            const CanonicalInstance instance(sub);
+            CanonicalSearch search(instance);
+            std::vector<uint8_t> free(m, 1);
+            std::vector<uint64_t> fixed(m, 0);
+            for (int h = 0; h < CanonicalSearch::kHeuristics && !found; ++h) {
+                uint64_t spent = 0;
+                Outcome r = Outcome::OutOfBudget;
+                const uint64_t each = share / CanonicalSearch::kHeuristics;
+                auto run = [&] { r = search.run_around(capacity, h, each, free, fixed, tried, spent, &obstacles); };
+                if (m <= kCallerStackLevels) run();
+                else if (!run_on_stack(kStackBase + kStackPerLevel * m, run)) break;
+                spent_all += std::min(spent, each);
+                work += std::min(spent, each);
+                found = r == Outcome::Found;
+            }
+            if (found) placed.swap(tried);
+        }
+        if (std::getenv("EMEL_SECTIONS_DEBUG"))
+            std::fprintf(stderr, "  section %zu/%zu: %zu rows, %zu live, found %d, spent %llu of %llu\n", k, sections, m,
+                         live.size(), (int)found, (unsigned long long)spent_all, (unsigned long long)budget);
+        for (size_t j = 0; j < m; ++j) {
+            offset[members[j]] = placed[j];
+            end = std::max(end, placed[j] + b.size[members[j]]);
+            live.push_back(members[j]);
+        }
+        capacity = std::max(capacity, end);  // above it already: no later section need do better
+        if (end > give_up_above || work > work_limit) return UINT64_MAX;  // it can no longer win
+    }
+    return end;
+}
+
+}  // namespace
+
+Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget) {
+    Placement out;
+    out.abandoned = true;
+    if (b.has_partners() || b.count() == 0) return out;  // partners may tie any two times together
+    const uint64_t bound = peak_live_bytes(b);
+    capacity = std::max(capacity, bound);
+    Components comps = find_components(b);
+    uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
+    std::vector<uint64_t> offset = start.offset;
+    // The components above the target, in time order; each gets an equal
+    // share of what is left when its turn comes.
+    std::vector<size_t> above;
+    for (size_t c = 0; c < comps.ranges.size(); ++c) {
+        const auto [i, j] = comps.ranges[c];
+        uint64_t end = 0;
+        for (size_t k = i; k < j; ++k) end = std::max(end, offset[comps.by_start[k]] + b.size[comps.by_start[k]]);
+        if (end > capacity) above.push_back(c);
+    }
+    work += b.count();
+    uint64_t proven = bound;
+    if (std::getenv("EMEL_SECTIONS_DEBUG"))
+        std::fprintf(stderr, "sections: %zu components, %zu above %llu, budget %llu\n", comps.ranges.size(),
+                     above.size(), (unsigned long long)capacity, (unsigned long long)work_budget);
+    std::map<ShapeKey, std::vector<uint64_t>> solved;  // a shape's offsets, row for row
+    for (size_t a = 0; a < above.size(); ++a) {
+        if (work >= work_budget) break;
+        const auto [i, j] = comps.ranges[above[a]];
+        const std::vector<uint32_t> rows(comps.by_start.begin() + i, comps.by_start.begin() + j);
+        const uint64_t before = end_of(b, rows, offset);
+        work += rows.size();
+        if (before <= capacity) continue;  // the target rose past it (a component proven above it)
+        ShapeKey key = shape_of(b, rows);
+        work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(solved.size() | 1)));
+        if (auto it = solved.find(key); it != solved.end()) {
+            uint64_t end = 0;
+            for (size_t k = 0; k < rows.size(); ++k) end = std::max(end, it->second[k] + b.size[rows[k]]);
+            if (end < before)
+                for (size_t k = 0; k < rows.size(); ++k) offset[rows[k]] = it->second[k];
+            continue;
+        }
+        const uint64_t share = (work_budget - std::min(work, work_budget)) / (above.size() - a);
+        std::vector<uint64_t> mine(rows.size());
+        uint64_t end = before;
+        try {
+            if (rows.size() <= kComponentSearchUpTo) {
+                const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
+                // Quick first: auto's greedy orders on the component alone (a
+                // whole trace's best order is not every component's).
+                for (const auto& order : {order_by_live_peak(sub), order_by_size(sub), order_by_conflict_size(sub),
+                                          order_by_lifetime(sub)})
+                    for (Fit fit : {Fit::Best, Fit::First}) {
+                        if (end <= capacity) break;
+                        const Placement g = place_greedy(sub, order, fit, end - 1);
+                        work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
+                        if (!g.abandoned && g.end < end) {
+                            mine = g.offset;
+                            end = g.end;
+                        }
+                    }
+                if (end <= capacity) {
+                    // Under the target: nothing to search.
+                } else {
+                const CanonicalInstance instance(sub);
+                work += search_costs(sub).build;
+                // The target first (the race of §5): any placement under it will do.
+                PreorderRace race(instance);
+                std::vector<uint64_t> found;
+                uint64_t spent = 0;
+                const Outcome r = race.solve(capacity, share / 4 * 3, found, spent);
+                work += spent;
+                if (r == Outcome::Found && end_of(sub, instance.active, found) <= std::min(capacity, end - 1)) {
+                    mine = found;
+                    end = end_of(sub, instance.active, found);
+                } else if (r == Outcome::Infeasible && work < work_budget) {
+                    // Proven above the target: the whole is too, and this
+                    // component's optimum is sought with what is left of its share.
+                    proven = std::max(proven, capacity + 1);
+                    Placement incumbent;
+                    incumbent.offset.resize(rows.size());
+                    for (size_t k = 0; k < rows.size(); ++k)
+                        incumbent.offset[k] = end < before ? mine[k] : offset[rows[k]];
+                    incumbent.end = end;
+                    const Placement p =
+                        place_optimal(sub, share - std::min(share, spent), 0, &incumbent);
+                    work += p.work;
+                    proven = std::max(proven, p.proven_bound);
+                    if (!p.abandoned && p.end < end) {
+                        mine = p.offset;
+                        end = p.end;
+                    }
+                }
+                }
+                // A proof holds for the whole: no later component need go lower.
+                capacity = std::max(capacity, proven);
+            } else {
+                std::vector<uint64_t> rolled = offset;
+                uint64_t rolled_work = 0;
+                const uint64_t e = roll_through(b, rows, capacity, share, before - 1, rolled, rolled_work);
+                work += rolled_work;
+                if (e < before) {
+                    for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
+                    end = e;
+                }
+            }
+        } catch (const PlacementOverflow&) {
+            // Past 2^64-1 somewhere in the attempt: the component keeps its answer.
+        }
+        if (std::getenv("EMEL_SECTIONS_DEBUG"))
+            std::fprintf(stderr, "component %zu: %zu rows, before %llu end %llu capacity %llu proven %llu work %llu share %llu\n",
+                         above[a], rows.size(), (unsigned long long)before, (unsigned long long)end,
+                         (unsigned long long)capacity, (unsigned long long)proven, (unsigned long long)work,
+                         (unsigned long long)share);
+        if (end < before)
+            for (size_t k = 0; k < rows.size(); ++k) offset[rows[k]] = mine[k];
+        else
+            for (size_t k = 0; k < rows.size(); ++k) mine[k] = offset[rows[k]];
+        solved.emplace(std::move(key), std::move(mine));
+    }
+    uint64_t end = 0;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.searched(x)) end = std::max(end, offset[x] + b.size[x]);
+    out.offset = std::move(offset);
+    out.end = end;
+    out.work = work;
+    out.proven_bound = std::min(proven, end);
+    out.optimal = end <= proven;
+    out.method = "time_sections";
+    out.abandoned = false;
+    return out;
+}
+
+}  // namespace emel::memory
