@@ -387,9 +387,9 @@ Placement AutoRun::finish() {
 Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     AutoRun run(b, work_budget);
     run.start();
+    run.try_sections();
     run.live_peak_pass();
     run.prove_bound_early();
-    run.try_sections();
     run.try_peak_window(1024);
     run.try_windows(run.left() / 2);  // with half of what is left
     run.later_passes();

@@ -24,8 +24,6 @@
 // Components of the same shape (the same rows, shifted in time: the
 // iterations of a training loop) are solved once.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <numeric>
@@ -174,7 +172,6 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
 
     std::vector<uint32_t> live;  // rows of earlier sections still live, as obstacles
     uint64_t end = 0;
-    uint64_t spent_all = 0;
     for (size_t k = 0; k < sections; ++k) {
         const std::vector<uint32_t> members(rows.begin() + cuts[k], rows.begin() + cuts[k + 1]);
         const uint64_t from = b.lower[members.front()];
@@ -188,9 +185,9 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
                 if (b.live_together(z, members[j]))
                     obstacles[j].emplace_back(offset[z], offset[z] + b.size[z]);
         work += m * live.size() + search_costs(sub).build;
-        // This section's share: what is left, spread over the sections left.
-        const uint64_t left = work_limit - std::min(work_limit, work);
-        const uint64_t share = left / (sections - k);
+        // The search's share: half of what is left. Most sections fit by
+        // first fit; one that does not is where the roll is won or lost.
+        const uint64_t share = (work_limit - std::min(work_limit, work)) / 2;
         // Quick first: first fit in two of auto's orders; the search only
         // when neither fits under the capacity.
         std::vector<uint64_t> placed, tried;
@@ -216,15 +213,11 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
                 auto run = [&] { r = search.run_around(capacity, h, each, free, fixed, tried, spent, &obstacles); };
                 if (m <= kCallerStackLevels) run();
                 else if (!run_on_stack(kStackBase + kStackPerLevel * m, run)) break;
-                spent_all += std::min(spent, each);
                 work += std::min(spent, each);
                 found = r == Outcome::Found;
             }
             if (found) placed.swap(tried);
         }
-        if (std::getenv("EMEL_SECTIONS_DEBUG"))
-            std::fprintf(stderr, "  section %zu/%zu: %zu rows, %zu live, found %d, spent %llu of %llu\n", k, sections, m,
-                         live.size(), (int)found, (unsigned long long)spent_all, (unsigned long long)budget);
         for (size_t j = 0; j < m; ++j) {
             offset[members[j]] = placed[j];
             end = std::max(end, placed[j] + b.size[members[j]]);
@@ -232,6 +225,63 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
         }
         capacity = std::max(capacity, end);  // above it already: no later section need do better
         if (end > give_up_above || work > work_limit) return UINT64_MAX;  // it can no longer win
+    }
+    return end;
+}
+
+// One component above the target (a window of rows of `b`, none spanning
+// its edges): placed on its own, as low as it can within `share`, under
+// `capacity` when it can. Quick greedy orders first, then the race at the
+// capacity (§5); proven above it, the ladder seeks its optimum. Offsets into
+// `mine` (row for row) when it ends below `before`; returns its end (or
+// `before`). `proven` rises to what it proves.
+uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, const std::vector<uint64_t>& offset,
+                         uint64_t before, uint64_t capacity, uint64_t share, std::vector<uint64_t>& mine,
+                         uint64_t& proven, uint64_t& work) {
+    const uint64_t limit = work + share;
+    uint64_t end = before;
+    const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
+    // Auto's greedy orders on the component alone: a whole trace's best
+    // order is not every component's.
+    for (const auto& order :
+         {order_by_live_peak(sub), order_by_size(sub), order_by_conflict_size(sub), order_by_lifetime(sub)})
+        for (Fit fit : {Fit::Best, Fit::First}) {
+            if (end <= capacity) return end;
+            const Placement g = place_greedy(sub, order, fit, end - 1);
+            work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
+            if (!g.abandoned && g.end < end) {
+                mine = g.offset;
+                end = g.end;
+            }
+        }
+    if (end <= capacity || work >= limit) return end;
+    const CanonicalInstance instance(sub);
+    work += search_costs(sub).build;
+    // The target first, with three quarters of the share: any placement
+    // under it will do.
+    PreorderRace race(instance);
+    std::vector<uint64_t> found;
+    uint64_t spent = 0;
+    const Outcome r = race.solve(capacity, (limit - std::min(limit, work)) / 4 * 3, found, spent);
+    work += spent;
+    if (r == Outcome::Found && end_of(sub, instance.active, found) <= capacity) {
+        mine = found;
+        return end_of(sub, instance.active, found);
+    }
+    if (r != Outcome::Infeasible || work >= limit) return end;
+    // Proven above the target, so is the whole: the component's optimum is
+    // sought with the rest of its share.
+    proven = std::max(proven, capacity + 1);
+    Placement incumbent;
+    incumbent.offset.resize(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) incumbent.offset[k] = end < before ? mine[k] : offset[rows[k]];
+    incumbent.end = end;
+    const Placement p = place_optimal(sub, limit - work, 0, &incumbent);
+    work += p.work;
+    proven = std::max(proven, p.proven_bound);
+    if (!p.abandoned && p.end < end) {
+        mine = p.offset;
+        end = p.end;
     }
     return end;
 }
@@ -244,11 +294,10 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
     if (b.has_partners() || b.count() == 0) return out;  // partners may tie any two times together
     const uint64_t bound = peak_live_bytes(b);
     capacity = std::max(capacity, bound);
-    Components comps = find_components(b);
+    const Components comps = find_components(b);
     uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
     std::vector<uint64_t> offset = start.offset;
-    // The components above the target, in time order; each gets an equal
-    // share of what is left when its turn comes.
+    // The components above the target, in time order.
     std::vector<size_t> above;
     for (size_t c = 0; c < comps.ranges.size(); ++c) {
         const auto [i, j] = comps.ranges[c];
@@ -258,12 +307,11 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
     }
     work += b.count();
     uint64_t proven = bound;
-    if (std::getenv("EMEL_SECTIONS_DEBUG"))
-        std::fprintf(stderr, "sections: %zu components, %zu above %llu, budget %llu\n", comps.ranges.size(),
-                     above.size(), (unsigned long long)capacity, (unsigned long long)work_budget);
-    std::map<ShapeKey, std::vector<uint64_t>> solved;  // a shape's offsets, row for row
-    for (size_t a = 0; a < above.size(); ++a) {
-        if (work >= work_budget) break;
+    // A shape's answer, row for row: the same rows shifted in time (a
+    // training loop's iterations) are solved once. (An ordered map: lookups
+    // only, no order of it reaches the answer.)
+    std::map<ShapeKey, std::vector<uint64_t>> solved;
+    for (size_t a = 0; a < above.size() && work < work_budget; ++a) {
         const auto [i, j] = comps.ranges[above[a]];
         const std::vector<uint32_t> rows(comps.by_start.begin() + i, comps.by_start.begin() + j);
         const uint64_t before = end_of(b, rows, offset);
@@ -271,90 +319,37 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
         if (before <= capacity) continue;  // the target rose past it (a component proven above it)
         ShapeKey key = shape_of(b, rows);
         work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(solved.size() | 1)));
-        if (auto it = solved.find(key); it != solved.end()) {
-            uint64_t end = 0;
-            for (size_t k = 0; k < rows.size(); ++k) end = std::max(end, it->second[k] + b.size[rows[k]]);
-            if (end < before)
-                for (size_t k = 0; k < rows.size(); ++k) offset[rows[k]] = it->second[k];
-            continue;
-        }
-        const uint64_t share = (work_budget - std::min(work, work_budget)) / (above.size() - a);
         std::vector<uint64_t> mine(rows.size());
         uint64_t end = before;
-        try {
-            if (rows.size() <= kComponentSearchUpTo) {
-                const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
-                // Quick first: auto's greedy orders on the component alone (a
-                // whole trace's best order is not every component's).
-                for (const auto& order : {order_by_live_peak(sub), order_by_size(sub), order_by_conflict_size(sub),
-                                          order_by_lifetime(sub)})
-                    for (Fit fit : {Fit::Best, Fit::First}) {
-                        if (end <= capacity) break;
-                        const Placement g = place_greedy(sub, order, fit, end - 1);
-                        work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
-                        if (!g.abandoned && g.end < end) {
-                            mine = g.offset;
-                            end = g.end;
-                        }
-                    }
-                if (end <= capacity) {
-                    // Under the target: nothing to search.
+        if (auto it = solved.find(key); it != solved.end()) {
+            mine = it->second;
+            end = 0;
+            for (size_t k = 0; k < rows.size(); ++k) end = std::max(end, mine[k] + b.size[rows[k]]);
+        } else {
+            // Each component above the target gets an equal share of what is left.
+            const uint64_t share = (work_budget - std::min(work, work_budget)) / (above.size() - a);
+            try {
+                if (rows.size() <= kComponentSearchUpTo) {
+                    end = solve_component(b, rows, offset, before, capacity, share, mine, proven, work);
+                    // A proof holds for the whole: no later component need go lower.
+                    capacity = std::max(capacity, proven);
                 } else {
-                const CanonicalInstance instance(sub);
-                work += search_costs(sub).build;
-                // The target first (the race of §5): any placement under it will do.
-                PreorderRace race(instance);
-                std::vector<uint64_t> found;
-                uint64_t spent = 0;
-                const Outcome r = race.solve(capacity, share / 4 * 3, found, spent);
-                work += spent;
-                if (r == Outcome::Found && end_of(sub, instance.active, found) <= std::min(capacity, end - 1)) {
-                    mine = found;
-                    end = end_of(sub, instance.active, found);
-                } else if (r == Outcome::Infeasible && work < work_budget) {
-                    // Proven above the target: the whole is too, and this
-                    // component's optimum is sought with what is left of its share.
-                    proven = std::max(proven, capacity + 1);
-                    Placement incumbent;
-                    incumbent.offset.resize(rows.size());
-                    for (size_t k = 0; k < rows.size(); ++k)
-                        incumbent.offset[k] = end < before ? mine[k] : offset[rows[k]];
-                    incumbent.end = end;
-                    const Placement p =
-                        place_optimal(sub, share - std::min(share, spent), 0, &incumbent);
-                    work += p.work;
-                    proven = std::max(proven, p.proven_bound);
-                    if (!p.abandoned && p.end < end) {
-                        mine = p.offset;
-                        end = p.end;
+                    std::vector<uint64_t> rolled = offset;
+                    const uint64_t e = roll_through(b, rows, capacity, share, before - 1, rolled, work);
+                    if (e < before) {
+                        for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
+                        end = e;
                     }
                 }
-                }
-                // A proof holds for the whole: no later component need go lower.
-                capacity = std::max(capacity, proven);
-            } else {
-                std::vector<uint64_t> rolled = offset;
-                uint64_t rolled_work = 0;
-                const uint64_t e = roll_through(b, rows, capacity, share, before - 1, rolled, rolled_work);
-                work += rolled_work;
-                if (e < before) {
-                    for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
-                    end = e;
-                }
+            } catch (const PlacementOverflow&) {
+                end = before;  // past 2^64-1 somewhere in the attempt: the component keeps its answer
             }
-        } catch (const PlacementOverflow&) {
-            // Past 2^64-1 somewhere in the attempt: the component keeps its answer.
+            if (end >= before)
+                for (size_t k = 0; k < rows.size(); ++k) mine[k] = offset[rows[k]];
+            solved.emplace(std::move(key), mine);
         }
-        if (std::getenv("EMEL_SECTIONS_DEBUG"))
-            std::fprintf(stderr, "component %zu: %zu rows, before %llu end %llu capacity %llu proven %llu work %llu share %llu\n",
-                         above[a], rows.size(), (unsigned long long)before, (unsigned long long)end,
-                         (unsigned long long)capacity, (unsigned long long)proven, (unsigned long long)work,
-                         (unsigned long long)share);
         if (end < before)
             for (size_t k = 0; k < rows.size(); ++k) offset[rows[k]] = mine[k];
-        else
-            for (size_t k = 0; k < rows.size(); ++k) mine[k] = offset[rows[k]];
-        solved.emplace(std::move(key), std::move(mine));
     }
     uint64_t end = 0;
     for (uint32_t x = 0; x < b.count(); ++x)
