@@ -95,25 +95,31 @@ uint64_t end_of(const Buffers& b, const std::vector<uint32_t>& rows, const std::
 }
 
 // First fit of a section's rows (their own instance `sub`) in `order` around
-// `obstacles` (each row's (offset, top) pairs, from earlier sections): the
-// quick try before the search, and the fallback when it fails. Offsets into
-// `out`; returns their end.
+// `obstacles` (each row's (offset, top) pairs, placed before, sorted): the quick try
+// before the search, and the fallback when it fails. Offsets into `out`;
+// returns their end. `conflicts`: each row's rows live with it.
 uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order,
+                          const std::vector<std::vector<uint32_t>>& conflicts,
                           const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& obstacles,
                           std::vector<uint64_t>& out, uint64_t& work) {
     const size_t m = sub.count();
     uint64_t end = 0;
     std::vector<uint8_t> placed(m, 0);
-    std::vector<std::pair<uint64_t, uint64_t>> taken;
+    std::vector<std::pair<uint64_t, uint64_t>> mine;
     out.assign(m, 0);
     for (uint32_t x : order) {
-        taken = obstacles[x];
-        for (uint32_t y = 0; y < m; ++y)
-            if (placed[y] && sub.live_together(x, y)) taken.emplace_back(out[y], out[y] + sub.size[y]);
-        std::sort(taken.begin(), taken.end());
-        work += kGreedyUnitsPerStep * (m + 2 * taken.size());
+        // The section's rows placed so far that live with x, by offset; the
+        // obstacles are sorted already: first fit walks both in offset order.
+        mine.clear();
+        for (uint32_t y : conflicts[x])
+            if (placed[y]) mine.emplace_back(out[y], out[y] + sub.size[y]);
+        std::sort(mine.begin(), mine.end());
+        const auto& fixed = obstacles[x];
+        work += kGreedyUnitsPerStep * (1 + conflicts[x].size()) + 2 * fixed.size();
         uint64_t offset = 0;
-        for (const auto& [bottom, top] : taken) {
+        for (size_t i = 0, j = 0; i < fixed.size() || j < mine.size();) {
+            const bool from_fixed = j == mine.size() || (i < fixed.size() && fixed[i] < mine[j]);
+            const auto [bottom, top] = from_fixed ? fixed[i++] : mine[j++];
             if (offset + sub.size[x] <= bottom) break;
             if (top > offset) {
                 auto raised = checked_align_up(top, sub.alignment[x]);
@@ -129,23 +135,78 @@ uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order
     return end;
 }
 
+// Each row's rows live with it, by a sweep in start order (each pair once).
+std::vector<std::vector<uint32_t>> conflict_lists(const Buffers& sub, uint64_t& work) {
+    const size_t m = sub.count();
+    std::vector<uint32_t> by_start(m);
+    std::iota(by_start.begin(), by_start.end(), 0u);
+    std::sort(by_start.begin(), by_start.end(), [&](uint32_t x, uint32_t y) {
+        return sub.lower[x] != sub.lower[y] ? sub.lower[x] < sub.lower[y] : x < y;
+    });
+    std::vector<std::vector<uint32_t>> c(m);
+    uint64_t pairs = 0;
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = i + 1; j < m && sub.lower[by_start[j]] < sub.upper[by_start[i]]; ++j) {
+            c[by_start[i]].push_back(by_start[j]);
+            c[by_start[j]].push_back(by_start[i]);
+            ++pairs;
+        }
+    work += 2 * m * (64 - static_cast<uint64_t>(__builtin_clzll(m | 1))) + 2 * pairs;
+    return c;
+}
+
+// The instant of a component's peak of live bytes (its earliest), from its
+// rows in start order.
+uint64_t peak_instant(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t& work) {
+    std::vector<std::pair<uint64_t, uint32_t>> ends;
+    ends.reserve(rows.size());
+    for (uint32_t x : rows) ends.emplace_back(b.upper[x], x);
+    std::sort(ends.begin(), ends.end());
+    work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(rows.size() | 1)));
+    unsigned __int128 live = 0, peak = 0;
+    uint64_t at = b.lower[rows.front()];
+    size_t e = 0;
+    for (size_t i = 0; i < rows.size();) {
+        const uint64_t t = b.lower[rows[i]];
+        for (; e < ends.size() && ends[e].first <= t; ++e) live -= b.size[ends[e].second];
+        for (; i < rows.size() && b.lower[rows[i]] == t; ++i) live += b.size[rows[i]];
+        if (live > peak) {
+            peak = live;
+            at = t;
+        }
+    }
+    return at;
+}
+
 // One component's rows in start order, placed in time sections (b): into
-// `offset` (rows outside the component untouched). Returns the component's end.
+// `offset` (rows outside the component untouched). Returns the component's
+// end, or UINT64_MAX once it passes `give_up_above` or the budget.
+//
+// Sections are cut at instants few rows live across. The section holding the
+// component's peak of live bytes goes first, with every row live in it (its
+// bound is the component's: there the target leaves no slack, so nothing
+// placed before may constrain it; lifetimes cut to the section, which loses
+// no conflict among them); then the later sections in time order, then the
+// earlier ones backwards, each around the rows already placed that live with
+// its rows, fixed, as obstacles. Each section: first fit in two orders, then
+// the search under the capacity, else the better first fit (above it).
 uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t capacity, uint64_t budget,
                       uint64_t give_up_above, std::vector<uint64_t>& offset, uint64_t& work) {
     const uint64_t work_limit = work + budget;
     const size_t n = rows.size();
-    // How many rows live across each row's start instant (from earlier
-    // starts): the cuts go where it is lowest.
-    std::vector<uint64_t> ends(n);
-    for (size_t i = 0; i < n; ++i) ends[i] = b.upper[rows[i]];
+    std::vector<uint64_t> ends(n), starts(n);
+    uint64_t longest = 0;
+    for (size_t i = 0; i < n; ++i) {
+        ends[i] = b.upper[rows[i]];
+        starts[i] = b.lower[rows[i]];
+        longest = std::max(longest, ends[i] - starts[i]);
+    }
     std::sort(ends.begin(), ends.end());
     work += 2 * n * (64 - static_cast<uint64_t>(__builtin_clzll(n | 1)));
     auto crossing = [&](size_t i) {  // rows started before rows[i]'s instant and still live there
-        const uint64_t t = b.lower[rows[i]];
+        const uint64_t t = starts[i];
         const size_t ended = std::upper_bound(ends.begin(), ends.end(), t) - ends.begin();
-        size_t started = i;
-        while (started > 0 && b.lower[rows[started - 1]] == t) --started;
+        const size_t started = std::lower_bound(starts.begin(), starts.end(), t) - starts.begin();
         return started - std::min(started, ended);
     };
     // Cuts: from each section's start, the start instant with the fewest rows
@@ -156,7 +217,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
         const size_t from = cuts.back() + kSectionBuffers / 2, to = cuts.back() + kSectionBuffers;
         size_t best = SIZE_MAX, fewest = SIZE_MAX;
         for (size_t i = from; i <= to; ++i) {
-            if (b.lower[rows[i]] == b.lower[rows[i - 1]]) continue;  // not an instant's first row
+            if (starts[i] == starts[i - 1]) continue;  // not an instant's first row
             const size_t c = crossing(i);
             if (c <= fewest) {
                 fewest = c;
@@ -169,40 +230,73 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
     }
     cuts.push_back(n);
     const size_t sections = cuts.size() - 1;
+    const uint64_t peak_at = peak_instant(b, rows, work);
+    size_t first = 0;
+    while (first + 1 < sections && starts[cuts[first + 1]] <= peak_at) ++first;
+    std::vector<size_t> order;
+    for (size_t k = first; k < sections; ++k) order.push_back(k);
+    for (size_t k = first; k-- > 0;) order.push_back(k);
 
-    std::vector<uint32_t> live;  // rows of earlier sections still live, as obstacles
-    uint64_t end = 0;
-    for (size_t k = 0; k < sections; ++k) {
-        const std::vector<uint32_t> members(rows.begin() + cuts[k], rows.begin() + cuts[k + 1]);
-        const uint64_t from = b.lower[members.front()];
-        live.erase(std::remove_if(live.begin(), live.end(), [&](uint32_t z) { return b.upper[z] <= from; }),
-                   live.end());
-        const Buffers sub = cut_to_window(b, members, 0, UINT64_MAX);
+    std::vector<uint8_t> placed_row(n, 0);  // by position in `rows`
+    // One attempt at the rows `at` (positions, ascending) around the placed
+    // rows that live with them; `cut_from`/`cut_to`: the window their
+    // lifetimes are cut to (the first section's; else none). Offsets into
+    // `placed`; true when they end at or below the capacity, else `placed`
+    // is the better first fit.
+    auto attempt = [&](const std::vector<size_t>& at, uint64_t cut_from, uint64_t cut_to,
+                       std::vector<uint64_t>& placed) {
+        std::vector<uint32_t> members;
+        uint64_t lo_t = UINT64_MAX, hi_t = 0;
+        for (size_t i : at) {
+            members.push_back(rows[i]);
+            lo_t = std::min(lo_t, starts[i]);
+            hi_t = std::max(hi_t, b.upper[rows[i]]);
+        }
         const size_t m = members.size();
+        // Placed rows that may live with them: started within `longest`
+        // before the earliest member and before the latest member's end.
+        std::vector<uint32_t> near;
+        const size_t scan_from =
+            std::lower_bound(starts.begin(), starts.end(), lo_t > longest ? lo_t - longest : 0) - starts.begin();
+        const size_t scan_to = std::lower_bound(starts.begin(), starts.end(), hi_t) - starts.begin();
+        for (size_t i = scan_from; i < scan_to; ++i)
+            if (placed_row[i] && b.upper[rows[i]] > lo_t) near.push_back(rows[i]);
         std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(m);
-        for (size_t j = 0; j < m; ++j)
-            for (uint32_t z : live)
-                if (b.live_together(z, members[j]))
-                    obstacles[j].emplace_back(offset[z], offset[z] + b.size[z]);
-        work += m * live.size() + search_costs(sub).build;
+        for (size_t j = 0; j < m; ++j) {
+            for (uint32_t z : near)
+                if (b.live_together(z, members[j])) obstacles[j].emplace_back(offset[z], offset[z] + b.size[z]);
+            std::sort(obstacles[j].begin(), obstacles[j].end());  // by offset: first fit and the search walk them so
+            work += obstacles[j].size() * (64 - static_cast<uint64_t>(__builtin_clzll(obstacles[j].size() | 1)));
+        }
+        const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
+        work += (scan_to - scan_from) + m * near.size() + search_costs(sub).build;
         // The search's share: half of what is left. Most sections fit by
         // first fit; one that does not is where the roll is won or lost.
         const uint64_t share = (work_limit - std::min(work_limit, work)) / 2;
         // Quick first: first fit in two of auto's orders; the search only
         // when neither fits under the capacity.
-        std::vector<uint64_t> placed, tried;
+        std::vector<uint64_t> tried;
         uint64_t section_end = UINT64_MAX;
-        for (const auto& order : {order_by_live_peak(sub), order_by_size(sub)}) {
+        const auto conflicts = conflict_lists(sub, work);
+        for (const auto& by : {order_by_live_peak(sub), order_by_size(sub)}) {
             if (section_end <= capacity) break;
-            const uint64_t e = first_fit_around(sub, order, obstacles, tried, work);
+            const uint64_t e = first_fit_around(sub, by, conflicts, obstacles, tried, work);
             if (e < section_end) {
                 section_end = e;
                 placed.swap(tried);
             }
         }
-        bool found = section_end <= capacity;
-        if (!found) {
-            const CanonicalInstance instance(sub);
+        if (section_end <= capacity) return true;
+        bool found = false;
+        const CanonicalInstance instance(sub);
+        if (near.empty()) {
+            // Nothing placed around them (the first section): the race (§5).
+            PreorderRace race(instance);
+            uint64_t spent = 0;
+            const Outcome r = race.solve(capacity, share, tried, spent);
+            work += spent;
+            found = r == Outcome::Found && end_of(sub, instance.active, tried) <= capacity;
+        } else {
             CanonicalSearch search(instance);
             std::vector<uint8_t> free(m, 1);
             std::vector<uint64_t> fixed(m, 0);
@@ -216,13 +310,55 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
                 work += std::min(spent, each);
                 found = r == Outcome::Found;
             }
-            if (found) placed.swap(tried);
         }
-        for (size_t j = 0; j < m; ++j) {
-            offset[members[j]] = placed[j];
-            end = std::max(end, placed[j] + b.size[members[j]]);
-            live.push_back(members[j]);
+        if (found) placed.swap(tried);
+        return found;
+    };
+    auto commit = [&](const std::vector<size_t>& at, const std::vector<uint64_t>& placed) {
+        for (size_t j = 0; j < at.size(); ++j) {
+            offset[rows[at[j]]] = placed[j];
+            placed_row[at[j]] = 1;
         }
+    };
+    uint64_t end = 0;
+    std::vector<std::vector<size_t>> taken(sections);  // each section's rows (positions), once placed
+    for (size_t k : order) {
+        // The section's rows: those starting in it not placed yet, and for
+        // the first, every earlier row live at its start.
+        std::vector<size_t> at;
+        const uint64_t from_t = starts[cuts[k]];
+        const uint64_t to_t = k + 1 < sections ? starts[cuts[k + 1]] : UINT64_MAX;
+        if (k == first)
+            for (size_t i = 0; i < cuts[k]; ++i)
+                if (b.upper[rows[i]] > from_t) at.push_back(i);
+        for (size_t i = cuts[k]; i < cuts[k + 1]; ++i)
+            if (!placed_row[i]) at.push_back(i);
+        work += (k == first ? cuts[k] : 0) + (cuts[k + 1] - cuts[k]);
+        if (at.empty()) continue;
+        std::vector<uint64_t> placed;
+        bool found = k == first ? attempt(at, from_t, to_t, placed) : attempt(at, 0, UINT64_MAX, placed);
+        // Not under the capacity: once more together with the section placed
+        // just before it on its side (its neighbour in time), which may have
+        // put its rows where this one needed room.
+        const size_t before = k > first ? k - 1 : k + 1;
+        if (!found && k != first && !taken[before].empty()) {
+            std::vector<size_t> both = taken[before];
+            both.insert(both.end(), at.begin(), at.end());
+            std::sort(both.begin(), both.end());
+            for (size_t i : taken[before]) placed_row[i] = 0;
+            std::vector<uint64_t> placed_both;
+            if (attempt(both, 0, UINT64_MAX, placed_both)) {
+                commit(both, placed_both);
+                for (size_t j = 0; j < both.size(); ++j) end = std::max(end, placed_both[j] + b.size[rows[both[j]]]);
+                taken[before].clear();
+                taken[k] = std::move(both);
+                continue;
+            }
+            for (size_t i : taken[before]) placed_row[i] = 1;
+        }
+        commit(at, placed);
+        for (size_t j = 0; j < at.size(); ++j) end = std::max(end, placed[j] + b.size[rows[at[j]]]);
+        taken[k] = std::move(at);
         capacity = std::max(capacity, end);  // above it already: no later section need do better
         if (end > give_up_above || work > work_limit) return UINT64_MAX;  // it can no longer win
     }
