@@ -42,10 +42,10 @@ using namespace exact;
 
 namespace {
 
-// A component of up to this many buffers is searched whole (place_optimal);
-// a larger one by the rolling horizon, in sections of about this many.
-constexpr size_t kComponentSearchUpTo = 4096;
-constexpr size_t kSectionBuffers = 1024;
+// SectionSizes (placement.hpp): a component of up to 4,096 rows is searched
+// whole (the race, then the ladder); a larger one by the rolling horizon, in
+// sections of 512-1,024 rows, which first fit places at once and the search
+// settles in a fraction of a millisecond when it must.
 
 // The searched rows in order of start (ties: row), cut into components at
 // every instant no row spans: [begin, end) index ranges into `by_start`.
@@ -190,8 +190,8 @@ uint64_t peak_instant(const Buffers& b, const std::vector<uint32_t>& rows, uint6
 // earlier ones backwards, each around the rows already placed that live with
 // its rows, fixed, as obstacles. Each section: first fit in two orders, then
 // the search under the capacity, else the better first fit (above it).
-uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t capacity, uint64_t budget,
-                      uint64_t give_up_above, std::vector<uint64_t>& offset, uint64_t& work) {
+uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_t section_rows, uint64_t capacity,
+                      uint64_t budget, uint64_t give_up_above, std::vector<uint64_t>& offset, uint64_t& work) {
     const uint64_t work_limit = work + budget;
     const size_t n = rows.size();
     std::vector<uint64_t> ends(n), starts(n);
@@ -211,10 +211,11 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, uint6
     };
     // Cuts: from each section's start, the start instant with the fewest rows
     // across it among those that leave the section between half and all of
-    // kSectionBuffers (ties: the later).
+    // `section_rows` (ties: the later).
     std::vector<size_t> cuts{0};
-    while (n - cuts.back() > kSectionBuffers) {
-        const size_t from = cuts.back() + kSectionBuffers / 2, to = cuts.back() + kSectionBuffers;
+    section_rows = std::max<size_t>(section_rows, 2);
+    while (n - cuts.back() > section_rows) {
+        const size_t from = cuts.back() + section_rows / 2, to = cuts.back() + section_rows;
         size_t best = SIZE_MAX, fewest = SIZE_MAX;
         for (size_t i = from; i <= to; ++i) {
             if (starts[i] == starts[i - 1]) continue;  // not an instant's first row
@@ -424,7 +425,8 @@ uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, co
 
 }  // namespace
 
-Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget) {
+Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
+                            SectionSizes sizes) {
     Placement out;
     out.abandoned = true;
     if (b.has_partners() || b.count() == 0) return out;  // partners may tie any two times together
@@ -465,13 +467,13 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
             // Each component above the target gets an equal share of what is left.
             const uint64_t share = (work_budget - std::min(work, work_budget)) / (above.size() - a);
             try {
-                if (rows.size() <= kComponentSearchUpTo) {
+                if (rows.size() <= sizes.search_whole_up_to) {
                     end = solve_component(b, rows, offset, before, capacity, share, mine, proven, work);
                     // A proof holds for the whole: no later component need go lower.
                     capacity = std::max(capacity, proven);
                 } else {
                     std::vector<uint64_t> rolled = offset;
-                    const uint64_t e = roll_through(b, rows, capacity, share, before - 1, rolled, work);
+                    const uint64_t e = roll_through(b, rows, sizes.section_rows, capacity, share, before - 1, rolled, work);
                     if (e < before) {
                         for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
                         end = e;
