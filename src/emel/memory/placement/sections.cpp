@@ -1,5 +1,5 @@
-// Time sections (docs/strategies.md §5, "Sections"): the exact search on
-// instances too large to search whole, one stretch of time at a time.
+// Time sections (docs/strategies.md §5, "Time sections"): the exact search
+// on instances too large to search whole, one stretch of time at a time.
 //
 // Why: the search's instance takes memory and time in the square of its
 // buffers, so it stops at kSearchUpTo. But real traces fall apart in time: a
@@ -15,12 +15,13 @@
 //      capacity. A proof for every component is a proof for the whole, and a
 //      component proven above the target raises the target for the rest.
 //  (b) a component too large to search whole is cut at instants few buffers
-//      live across and solved in time order (a rolling horizon): each
-//      section's buffers are searched around the buffers of the sections
-//      before it that are still live, fixed where they were put, as
-//      obstacles. A section the search cannot place under the target is
-//      placed by first fit around them, and the component keeps whichever of
-//      this and its answer so far ends lower.
+//      live across and solved one section at a time (a rolling horizon):
+//      the section of its peak first, with every buffer live there, then
+//      outwards in time, each section's buffers placed around the buffers
+//      already placed that live with them, fixed, as obstacles. A section
+//      that cannot be placed under the target is placed by first fit around
+//      them, and the component keeps whichever of this and its answer so far
+//      ends lower.
 // Components of the same shape (the same rows, shifted in time: the
 // iterations of a training loop) are solved once.
 #include <algorithm>
@@ -472,9 +473,19 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
                     // A proof holds for the whole: no later component need go lower.
                     capacity = std::max(capacity, proven);
                 } else {
+                    // Auto's most often best greedy order (live peak, best
+                    // fit) on the component alone, then the roll.
+                    const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
+                    const Placement g = place_greedy(sub, order_by_live_peak(sub), Fit::Best, before - 1);
+                    work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
+                    if (!g.abandoned && g.end < end) {
+                        mine = g.offset;
+                        end = g.end;
+                    }
                     std::vector<uint64_t> rolled = offset;
-                    const uint64_t e = roll_through(b, rows, sizes.section_rows, capacity, share, before - 1, rolled, work);
-                    if (e < before) {
+                    const uint64_t e = end <= capacity ? UINT64_MAX
+                                       : roll_through(b, rows, sizes.section_rows, capacity, share, end - 1, rolled, work);
+                    if (e < end) {
                         for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
                         end = e;
                     }
