@@ -10,6 +10,12 @@ seeded synthetic traces (uniform and transformer, 10^3..10^5 buffers), placed wi
 The table gives each budget's size / bound and wall seconds, and the default's size over the
 4,000 ms answer (the target: at most 1.005). Wall times are one run each on whatever machine
 runs this (noisy when the machine is shared); sizes and work are the same on every machine.
+
+Instances the policy was not designed on: ``--held-out`` takes the seeded groups at other seeds
+(synthetic traces, the perfect packings of bench/perfect_packing.py and the workload traces of
+bench/workload_traces.py), which no constant of the policy was chosen on:
+
+    python bench/default_budget.py --held-out --seed 7
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from _common import print_table, write_json  # bench/, the script's own folder
 from peers import load_instances
 
 GROUPS = ("challenging", "idealloc", "synthetic")
+HELD_OUT_GROUPS = ("synthetic", "perfect", "workloads")
 SIZES = (10**3, 10**4, 10**5)
+PERFECT_SIZES = (100, 300, 600)
+WORKLOAD_SIZES = (2000, 21504)
 FAMILIES = ("uniform", "transformer")
 
 
@@ -39,10 +48,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budgets", default="default,1000,4000",
                     help="comma-separated budgets in ms; 'default' is no time_budget_ms (the policy)")
-    ap.add_argument("--groups", default=",".join(GROUPS))
+    ap.add_argument("--groups", default=None, help=f"default: {','.join(GROUPS)}")
     ap.add_argument("--names", default="", help="only these instances (e.g. S_1,D,uniform-10k)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the seeded groups")
+    ap.add_argument("--held-out", action="store_true",
+                    help=f"the seeded groups ({', '.join(HELD_OUT_GROUPS)}) at --seed, unless --groups is given")
+    ap.add_argument("--perfect-sizes", default=",".join(map(str, PERFECT_SIZES)))
+    ap.add_argument("--workload-sizes", default=",".join(map(str, WORKLOAD_SIZES)))
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/default_budget.json)")
     args = ap.parse_args(argv)
     import emel.memory as mm
@@ -50,8 +63,11 @@ def main(argv=None):
     load_before = os.getloadavg()[0]
     budgets = parse_budgets(args.budgets)
     names = [n for n in args.names.split(",") if n]
-    instances = load_instances(args.groups.split(","), names, [int(s) for s in args.sizes.split(",")],
-                               FAMILIES, args.seed)
+    groups = args.groups.split(",") if args.groups else list(HELD_OUT_GROUPS if args.held_out else GROUPS)
+    ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
+    instances = load_instances(groups, names, ints(args.sizes), FAMILIES, args.seed,
+                               perfect_sizes=ints(args.perfect_sizes), workload_sizes=ints(args.workload_sizes),
+                               workload_seeds=[args.seed])
     rows = []
     for inst in instances:
         row = {"instance": inst.label, "buffers": len(inst.size), "bound": inst.bound, "runs": {}}

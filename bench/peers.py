@@ -9,6 +9,11 @@ Instances (every one: rows ``id,lower,upper,size``, half-open ``[lower, upper)``
   perfect      perfect packings of bench/perfect_packing.py (guillotine, pinwheel, mixed cuts of a
                full rectangle, --perfect-sizes buffers): the optimum is the lower bound, posed as
                the capacity
+  workloads    seeded traces of real-workload shapes (bench/workload_traces.py: pipeline-parallel
+               1F1B training with and without flushes, paged-KV decoding with continuous batching)
+               at --workload-sizes buffers (default 21,504 and 103,000) and --workload-seeds, posed
+               at the lower bound as the capacity; emel auto and optimal at --workload-budget-ms
+               (optimal whatever the size: above 16,384 buffers it searches by time sections)
 
 Contenders, run interleaved: for each repeat, every contender once, in an order rotated by repeat
 and instance so that machine noise hits all alike.
@@ -64,8 +69,10 @@ import numpy as np
 from _common import DATA, print_table, write_json  # noqa: E402
 import perfect_packing  # noqa: E402
 import synthetic_traces  # noqa: E402
+import workload_traces  # noqa: E402
 
-GROUPS = ("challenging", "idealloc", "synthetic", "perfect")
+GROUPS = ("challenging", "idealloc", "synthetic", "perfect", "workloads")
+WORKLOAD_FAMILIES = ("pipeline_1f1b", "pipeline_1f1b_noflush", "paged_kv")
 OM_GREEDY = ("greedy_by_size", "greedy_by_conflict_size", "greedy_by_conflict", "greedy_by_area",
              "greedy_by_duration", "greedy_by_start")
 
@@ -212,7 +219,8 @@ def _short(n: int) -> str:
     return {10**4: "10k", 10**5: "100k", 10**6: "1M"}.get(n, str(n))
 
 
-def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes=()) -> list[Instance]:
+def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes=(), workload_sizes=(),
+                   workload_seeds=()) -> list[Instance]:
     out = []
     want = set(names) if names else None
     if "challenging" in groups:
@@ -239,8 +247,18 @@ def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes
                     lower, upper, size, _, optimum = perfect_packing.cut_rectangle(n, kind=kind, seed=seed)
                     out.append(Instance("perfect", name, lower, upper, size, capacity=optimum,
                                         source=f"perfect_packing.cut_rectangle({n}, kind={kind!r}, seed={seed})"))
+    if "workloads" in groups:
+        for n in workload_sizes:
+            for fam in WORKLOAD_FAMILIES:
+                for ws in workload_seeds:
+                    name = f"{fam}-{n}-s{ws}"
+                    if want is None or name in want:
+                        out.append(Instance("workloads", name, *workload_traces.generate(fam, n, ws),
+                                            source=f"workload_traces.generate({fam!r}, {n}, seed={ws})"))
     for inst in out:
         inst.bound = lower_bound(inst.lower, inst.upper, inst.size)
+        if inst.group == "workloads":
+            inst.capacity = inst.bound  # posed at the bound: MiniMalloc then proves it or times out
     return out
 
 
@@ -264,7 +282,7 @@ def emel_contenders(args) -> list[Contender]:
             if searched:
                 kw["time_budget_ms"] = budget_ms or main_budget(args, inst)
                 kw["capacity"] = inst.capacity
-            if strategy == "optimal" and len(inst.size) > args.optimal_max_buffers:
+            if strategy == "optimal" and len(inst.size) > args.optimal_max_buffers and inst.group != "workloads":
                 return None, None, "skipped", {"why": f"over {args.optimal_max_buffers} buffers"}
             p = mm.place(inst.lower, inst.upper, inst.size, strategy=strategy, fit=fit, **kw)
             return p.offsets, p.size, "ok", {"method": p.method, "optimal": p.optimal,
@@ -285,6 +303,8 @@ def auto_at(budget_ms: int) -> str:
 
 
 def main_budget(args, inst) -> int:
+    if inst.group == "workloads":
+        return args.workload_budget_ms
     return args.challenging_budget_ms if inst.group == "challenging" else args.budget_ms
 
 
@@ -535,7 +555,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[1:]))
-    ap.add_argument("--only", default=",".join(GROUPS), help="groups: challenging,idealloc,synthetic")
+    ap.add_argument("--only", default=",".join(g for g in GROUPS if g != "workloads"),
+                    help="groups: challenging,idealloc,synthetic,perfect,workloads")
     ap.add_argument("--instances", default="", help="instance names, e.g. A,B,S_1,uniform-10k")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--budget-ms", type=int, default=1000, help="emel auto/optimal, idealloc and synthetic")
@@ -555,6 +576,9 @@ def main(argv=None):
     ap.add_argument("--scale", action="store_true", help="synthetic traces at 10^6 buffers too")
     ap.add_argument("--synthetic-sizes", default="1e4,1e5")
     ap.add_argument("--perfect-sizes", default="100,300,600,1200", help="buffers of the perfect packings")
+    ap.add_argument("--workload-sizes", default="21504,103000", help="buffers of the workload traces")
+    ap.add_argument("--workload-seeds", default="1", help="seeds of the workload traces")
+    ap.add_argument("--workload-budget-ms", type=int, default=4000, help="emel auto/optimal on the workload traces")
     ap.add_argument("--families", default=",".join(synthetic_traces.FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minimalloc", default=None, help="the minimalloc binary")
@@ -577,7 +601,8 @@ def main(argv=None):
     sizes = sorted(set(sizes))
     names = [s for s in args.instances.split(",") if s]
     instances = load_instances(groups, names, sizes, [f for f in args.families.split(",") if f], args.seed,
-                               parse_sizes(args.perfect_sizes))
+                               parse_sizes(args.perfect_sizes), parse_sizes(args.workload_sizes),
+                               [int(x) for x in args.workload_seeds.split(",") if x.strip()])
     if not instances:
         ap.error("no instances selected")
 
@@ -619,7 +644,7 @@ def main(argv=None):
         rows = [r for r in all_rows if r["group"] == g]
         if not rows:
             continue
-        extra = [("fits", "fits", "")] if g == "challenging" else []
+        extra = [("fits", "fits", "")] if g in ("challenging", "workloads") else []
         print(f"\n== {g} (median wall of {args.repeats} run(s); size: the smallest valid answer) ==")
         print_table([{**r, "valid": None if r["valid"] is None else ("yes" if r["valid"] else "NO"),
                       "fits": None if r["fits"] is None else ("yes" if r["fits"] else "no")}
@@ -666,7 +691,9 @@ def main(argv=None):
                      "challenging_budget_ms": args.challenging_budget_ms, "auto_budgets": args.auto_budgets,
                      "minimalloc_timeout_s": args.mm_timeout_s, "omnimalloc_timeout_s": args.om_timeout_s,
                      "optimal_max_buffers": args.optimal_max_buffers, "seed": args.seed,
-                     "synthetic_sizes": sizes, "load_average": [load_start[0], load_end[0]], "omnimalloc": locals().get("om_version"),
+                     "synthetic_sizes": sizes, "workload_sizes": args.workload_sizes,
+                     "workload_seeds": args.workload_seeds, "workload_budget_ms": args.workload_budget_ms,
+                     "load_average": [load_start[0], load_end[0]], "omnimalloc": locals().get("om_version"),
                      "minimalloc": None if "minimalloc" in missing else find_minimalloc(args.minimalloc)},
         "missing": missing,
         "instances": [{"group": i.group, "name": i.name, "buffers": len(i.size), "bound": i.bound,

@@ -9,52 +9,11 @@ from hypothesis import example, given, settings, strategies as st
 
 import emel.memory as mm
 import synthetic_traces  # bench/ is on pytest's pythonpath (pyproject.toml)
+import workload_traces
 
 SINGLE_PASSES = (("greedy_by_size", "best"), ("greedy_by_size", "first"), ("best_fit", "best"),
                  ("tmmu", "best"))
 BUDGETS = (0, 1, 3, 10, 60)
-
-
-def paged_kv(n: int, seed: int):
-    """LLM decoding with a paged KV cache and continuous batching: each sequence takes one
-    page (all pages one size) every few steps while it decodes and frees them all when it
-    ends; every step also has a few activations of mixed sizes live for one step."""
-    rng = np.random.default_rng([seed, 32])
-    page = int(rng.choice([4096, 16384, 65536]))
-    lower, upper, size = [], [], []
-    t = 0
-    while len(size) < n:
-        start = t + int(rng.integers(0, 3))
-        length = int(rng.integers(4, 60))
-        every = int(rng.integers(1, 5))
-        for k in range(0, length, every):
-            lower.append(start + k), upper.append(start + length), size.append(page)
-        for _ in range(int(rng.integers(1, 4))):
-            s = start + int(rng.integers(0, length))
-            lower.append(s), upper.append(s + 1), size.append(int(rng.integers(1, 8 * page)))
-        t += int(rng.integers(0, 4))
-    return (np.array(lower[:n], np.int64), np.array(upper[:n], np.int64), np.array(size[:n], np.int64))
-
-
-def pipeline_1f1b(n: int, seed: int):
-    """One stage of a pipeline-parallel 1F1B schedule: micro-batch m's activations live from
-    its forward step to its backward step (the warm-up holds up to `stages` of them), its
-    gradients for the backward step and one after, and a few temporaries per step."""
-    rng = np.random.default_rng([seed, 33])
-    stages = int(rng.integers(2, 9))
-    per_mb = int(rng.integers(2, 9))
-    sizes = rng.integers(1, 1 << 20, size=per_mb)
-    lower, upper, size = [], [], []
-    m = 0
-    while len(size) < n:
-        fwd = 2 * m if m < stages else 2 * m - stages
-        bwd = fwd + 2 * stages - 1
-        for k in range(per_mb):
-            lower.append(fwd), upper.append(bwd + 1), size.append(int(sizes[k]))
-            lower.append(bwd), upper.append(bwd + 2), size.append(int(sizes[k]))
-        lower.append(fwd), upper.append(fwd + 1), size.append(int(rng.integers(1, 1 << 22)))
-        m += 1
-    return (np.array(lower[:n], np.int64), np.array(upper[:n], np.int64), np.array(size[:n], np.int64))
 
 
 def check(lower, upper, size, budget, alignment=1, capacity=None):
@@ -90,8 +49,9 @@ def test_random_instances(rows, budget, alignment, with_capacity):
 GENERATORS = {
     "transformer": synthetic_traces.transformer,
     "uniform": synthetic_traces.uniform,
-    "paged_kv": paged_kv,
-    "pipeline_1f1b": pipeline_1f1b,
+    "paged_kv": workload_traces.paged_kv,
+    "pipeline_1f1b": workload_traces.pipeline_1f1b,
+    "pipeline_1f1b_noflush": lambda n, seed: workload_traces.pipeline_1f1b(n, seed, flush=False),
 }
 
 

@@ -55,4 +55,45 @@ void bind_test_hooks(py::module_& m) {
         "auto's peak window on rows (alignment 1): the window, the exact search's "
         "placement of it, and every row placed around it by first fit.");
 
+    // For tests of the exact search by time sections (docs/strategies.md §5); not public API.
+    m.def(
+        "_sections",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, uint64_t capacity,
+           uint64_t time_budget_ms, uint64_t search_whole_up_to, uint64_t section_rows) {
+            const size_t n = static_cast<size_t>(size.size());
+            Buffers b;
+            b.lower = from_numpy(lower, n, "lower");
+            b.upper = from_numpy(upper, n, "upper");
+            b.size = from_numpy(size, n, "size");
+            b.alignment.assign(n, 1);
+            b.rank.resize(n);
+            for (size_t x = 0; x < n; ++x) {
+                if (b.lower[x] > b.upper[x]) throw py::value_error("lower > upper in row " + std::to_string(x));
+                b.rank[x] = static_cast<uint32_t>(x);
+            }
+            Placement start, p;
+            {
+                py::gil_scoped_release release;
+                // The start: first fit by size, often above the optimum, so there is something to gain.
+                start = place_greedy(b, order_by_size(b), Fit::First);
+                p = place_by_sections(b, start, capacity, time_budget_ms * kWorkUnitsPerMs,
+                                      SectionSizes{static_cast<size_t>(search_whole_up_to),
+                                                   static_cast<size_t>(section_rows)});
+            }
+            py::dict out;
+            out["start_end"] = start.end;
+            out["offsets"] = to_numpy(p.offset);
+            out["end"] = p.end;
+            out["work"] = p.work;
+            out["optimal"] = p.optimal;
+            out["proven_bound"] = p.proven_bound;
+            return out;
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("capacity"), py::arg("time_budget_ms"),
+        py::arg("search_whole_up_to"), py::arg("section_rows"),
+        "place_by_sections on rows (alignment 1) from first fit by size, components searched whole up to "
+        "`search_whole_up_to` rows, larger ones rolled through in sections of about `section_rows`.");
+
 }

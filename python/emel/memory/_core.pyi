@@ -145,6 +145,9 @@ class PoolingAllocator:
 def _peak_window(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], max_buffers: typing.SupportsInt | typing.SupportsIndex, time_budget_ms: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """auto's peak window on rows (alignment 1): the window, the exact search's placement of it, and every row placed around it by first fit."""
 
+def _sections(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], capacity: typing.SupportsInt | typing.SupportsIndex, time_budget_ms: typing.SupportsInt | typing.SupportsIndex, search_whole_up_to: typing.SupportsInt | typing.SupportsIndex, section_rows: typing.SupportsInt | typing.SupportsIndex) -> dict:
+    """place_by_sections on rows (alignment 1) from first fit by size, components searched whole up to `search_whole_up_to` rows, larger ones rolled through in sections of about `section_rows`."""
+
 def cbor_dumps(value: object) -> bytes:
     """Canonical CBOR (RFC 8949 §4.2.1) written by the C++ core."""
 

@@ -95,6 +95,7 @@ class AutoRun {
     void prove_bound_early();
     void live_peak_pass();
     void try_peak_window(size_t max_buffers);
+    void try_sections();
     void try_windows(uint64_t share);
     void later_passes();
     bool exact_search();
@@ -230,6 +231,23 @@ void AutoRun::try_peak_window(size_t max_buffers) {
     consider(unless_overflow([&] { return place_around_window(b_, w, inside, by_size_, to_win()); },
                              overflowed_),
              nullptr);
+}
+
+// Instances too large to search whole: the exact search by time sections
+// (sections.cpp; docs/strategies.md §5) aimed at the bound, with half of what
+// is left. Even when the answer is within 0.5% of the bound: this is where it
+// can be proven. Counted only when it wins or proves more (else the run goes
+// on exactly as without it).
+void AutoRun::try_sections() {
+    if (b_.count() <= kSearchUpTo || best_.end <= proven_ || work_ >= work_budget_) return;
+    Placement p = unless_overflow([&] { return place_by_sections(b_, best_, bound_, left() / 2); }, overflowed_);
+    if (p.abandoned || (p.end >= best_.end && p.proven_bound <= proven_)) return;
+    work_ += p.work;
+    proven_ = std::max(proven_, p.proven_bound);
+    if (p.end < best_.end) {
+        best_ = std::move(p);
+        best_order_.clear();
+    }
 }
 
 // Window neighbourhoods (docs/strategies.md §5): on random lifetimes they
@@ -369,6 +387,7 @@ Placement AutoRun::finish() {
 Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     AutoRun run(b, work_budget);
     run.start();
+    run.try_sections();
     run.live_peak_pass();
     run.prove_bound_early();
     run.try_peak_window(1024);

@@ -100,6 +100,17 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // the square of the buffers: larger instances are not searched.
     const SearchCosts costs = b.count() > kSearchUpTo ? SearchCosts{} : search_costs(b);
     const bool too_large = b.count() > kSearchUpTo || costs.conflict_pairs > kSearchMaxConflicts;
+    // Too large to search whole: searched by time sections (sections.cpp),
+    // aimed at the target or the bound; never larger than the greedy answer.
+    if (too_large && hi > lo && work < work_budget) {
+        Placement p = place_by_sections(b, best, std::max(target, lo), work_budget - work);
+        if (!p.abandoned && (p.end < best.end || p.optimal)) {
+            if (p.end >= best.end) p.method = best.method;
+            p.work += work;
+            return p;
+        }
+        work += p.work;
+    }
     // Building the instance is charged first; a budget it would exceed is not spent on it.
     if (too_large || work + costs.build > work_budget || hi <= lo) {
         best.optimal = hi <= lo;

@@ -115,6 +115,25 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target 
 // budget (or none exists).
 Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget);
 
+// §5, "Time sections" (sections.cpp): `start` (a placement of `b`) improved
+// where the instance falls apart in time. Components (no row spans the
+// instant between them) above `capacity` (at least the lower bound) are
+// searched on their own with it as their target; components too large to
+// search whole are placed section by section in time order around the rows
+// of the sections before (a rolling horizon). The result is never larger
+// than `start`; `proven_bound` and `optimal` say what it proved (every
+// component at or under the bound proves the whole). Within about
+// `work_budget`; abandoned (nothing done) on instances with partners.
+// `sizes`: components of up to `search_whole_up_to` rows are searched whole,
+// larger ones rolled through in sections of about `section_rows` rows (tests
+// make both tiny).
+struct SectionSizes {
+    size_t search_whole_up_to = 4096;
+    size_t section_rows = 1024;
+};
+Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
+                            SectionSizes sizes = {});
+
 // §5: lowers `best` by re-searching, one window of time at a time around a
 // buffer that reaches its end, the buffers that live only inside the window,
 // the others kept where they are (for instances the exact search does not

@@ -1,0 +1,516 @@
+// Time sections (docs/strategies.md §5, "Time sections"): the exact search
+// on instances too large to search whole, one stretch of time at a time.
+//
+// Why: the search's instance takes memory and time in the square of its
+// buffers, so it stops at kSearchUpTo. But real traces fall apart in time: a
+// training iteration that ends in a pipeline flush shares no buffer with the
+// next, and a decoding trace that never empties still has instants few
+// buffers live across. So:
+//  (a) at instants no buffer spans, the trace splits into *components*
+//      whose placements are independent (they share no instant): each is
+//      placed on its own from offset 0, the arena is the largest of theirs,
+//      and the bound of the whole is the largest of their bounds. A component
+//      that the answer so far already fits under the target needs nothing;
+//      only the ones above it are searched, each with the target as its
+//      capacity. A proof for every component is a proof for the whole, and a
+//      component proven above the target raises the target for the rest.
+//  (b) a component too large to search whole is cut at instants few buffers
+//      live across and solved one section at a time (a rolling horizon):
+//      the section of its peak first, with every buffer live there, then
+//      outwards in time, each section's buffers placed around the buffers
+//      already placed that live with them, fixed, as obstacles. A section
+//      that cannot be placed under the target is placed by first fit around
+//      them, and the component keeps whichever of this and its answer so far
+//      ends lower.
+// Components of the same shape (the same rows, shifted in time: the
+// iterations of a training loop) are solved once.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "emel/memory/placement/canonical_search.hpp"
+#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/preorder_race.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
+
+namespace emel::memory {
+
+using namespace exact;
+
+namespace {
+
+// SectionSizes (placement.hpp): a component of up to 4,096 rows is searched
+// whole (the race, then the ladder); a larger one by the rolling horizon, in
+// sections of 512-1,024 rows, which first fit places at once and the search
+// settles in a fraction of a millisecond when it must.
+
+// The searched rows in order of start (ties: row), cut into components at
+// every instant no row spans: [begin, end) index ranges into `by_start`.
+struct Components {
+    std::vector<uint32_t> by_start;
+    std::vector<std::pair<size_t, size_t>> ranges;
+};
+
+Components find_components(const Buffers& b) {
+    Components c;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.searched(x)) c.by_start.push_back(x);
+    std::sort(c.by_start.begin(), c.by_start.end(), [&](uint32_t x, uint32_t y) {
+        return b.lower[x] != b.lower[y] ? b.lower[x] < b.lower[y] : x < y;
+    });
+    uint64_t reach = 0;  // the latest end so far
+    size_t begin = 0;
+    for (size_t i = 0; i < c.by_start.size(); ++i) {
+        const uint32_t x = c.by_start[i];
+        if (i > begin && reach <= b.lower[x]) {  // nothing started before x is live at its start
+            c.ranges.emplace_back(begin, i);
+            begin = i;
+        }
+        reach = std::max(reach, b.upper[x]);
+    }
+    if (begin < c.by_start.size()) c.ranges.emplace_back(begin, c.by_start.size());
+    return c;
+}
+
+// A component's rows as an instance of their own, and the same shape's key:
+// its rows shifted to start at instant 0 (two components with equal keys
+// have the same placements, row for row).
+using ShapeKey = std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>>;
+
+ShapeKey shape_of(const Buffers& b, const std::vector<uint32_t>& rows) {
+    ShapeKey key;
+    key.reserve(rows.size());
+    const uint64_t t0 = b.lower[rows.front()];
+    for (uint32_t x : rows) key.emplace_back(b.lower[x] - t0, b.upper[x] - t0, b.size[x], b.alignment[x]);
+    return key;
+}
+
+uint64_t end_of(const Buffers& b, const std::vector<uint32_t>& rows, const std::vector<uint64_t>& offset) {
+    uint64_t end = 0;
+    for (uint32_t x : rows) end = std::max(end, offset[x] + b.size[x]);
+    return end;
+}
+
+// First fit of a section's rows (their own instance `sub`) in `order` around
+// `obstacles` (each row's (offset, top) pairs, placed before, sorted): the quick try
+// before the search, and the fallback when it fails. Offsets into `out`;
+// returns their end. `conflicts`: each row's rows live with it.
+uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order,
+                          const std::vector<std::vector<uint32_t>>& conflicts,
+                          const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& obstacles,
+                          std::vector<uint64_t>& out, uint64_t& work) {
+    const size_t m = sub.count();
+    uint64_t end = 0;
+    std::vector<uint8_t> placed(m, 0);
+    std::vector<std::pair<uint64_t, uint64_t>> mine;
+    out.assign(m, 0);
+    for (uint32_t x : order) {
+        // The section's rows placed so far that live with x, by offset; the
+        // obstacles are sorted already: first fit walks both in offset order.
+        mine.clear();
+        for (uint32_t y : conflicts[x])
+            if (placed[y]) mine.emplace_back(out[y], out[y] + sub.size[y]);
+        std::sort(mine.begin(), mine.end());
+        const auto& fixed = obstacles[x];
+        work += kGreedyUnitsPerStep * (1 + conflicts[x].size()) + 2 * fixed.size();
+        uint64_t offset = 0;
+        for (size_t i = 0, j = 0; i < fixed.size() || j < mine.size();) {
+            const bool from_fixed = j == mine.size() || (i < fixed.size() && fixed[i] < mine[j]);
+            const auto [bottom, top] = from_fixed ? fixed[i++] : mine[j++];
+            if (offset + sub.size[x] <= bottom) break;
+            if (top > offset) {
+                auto raised = checked_align_up(top, sub.alignment[x]);
+                if (!raised) throw PlacementOverflow(x);
+                offset = *raised;
+            }
+        }
+        if (offset > UINT64_MAX - sub.size[x]) throw PlacementOverflow(x);
+        out[x] = offset;
+        placed[x] = 1;
+        end = std::max(end, offset + sub.size[x]);
+    }
+    return end;
+}
+
+// Each row's rows live with it, by a sweep in start order (each pair once).
+std::vector<std::vector<uint32_t>> conflict_lists(const Buffers& sub, uint64_t& work) {
+    const size_t m = sub.count();
+    std::vector<uint32_t> by_start(m);
+    std::iota(by_start.begin(), by_start.end(), 0u);
+    std::sort(by_start.begin(), by_start.end(), [&](uint32_t x, uint32_t y) {
+        return sub.lower[x] != sub.lower[y] ? sub.lower[x] < sub.lower[y] : x < y;
+    });
+    std::vector<std::vector<uint32_t>> c(m);
+    uint64_t pairs = 0;
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = i + 1; j < m && sub.lower[by_start[j]] < sub.upper[by_start[i]]; ++j) {
+            c[by_start[i]].push_back(by_start[j]);
+            c[by_start[j]].push_back(by_start[i]);
+            ++pairs;
+        }
+    work += 2 * m * (64 - static_cast<uint64_t>(__builtin_clzll(m | 1))) + 2 * pairs;
+    return c;
+}
+
+// The instant of a component's peak of live bytes (its earliest), from its
+// rows in start order.
+uint64_t peak_instant(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t& work) {
+    std::vector<std::pair<uint64_t, uint32_t>> ends;
+    ends.reserve(rows.size());
+    for (uint32_t x : rows) ends.emplace_back(b.upper[x], x);
+    std::sort(ends.begin(), ends.end());
+    work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(rows.size() | 1)));
+    unsigned __int128 live = 0, peak = 0;
+    uint64_t at = b.lower[rows.front()];
+    size_t e = 0;
+    for (size_t i = 0; i < rows.size();) {
+        const uint64_t t = b.lower[rows[i]];
+        for (; e < ends.size() && ends[e].first <= t; ++e) live -= b.size[ends[e].second];
+        for (; i < rows.size() && b.lower[rows[i]] == t; ++i) live += b.size[rows[i]];
+        if (live > peak) {
+            peak = live;
+            at = t;
+        }
+    }
+    return at;
+}
+
+// One component's rows in start order, placed in time sections (b): into
+// `offset` (rows outside the component untouched). Returns the component's
+// end, or UINT64_MAX once it passes `give_up_above` or the budget.
+//
+// Sections are cut at instants few rows live across. The section holding the
+// component's peak of live bytes goes first, with every row live in it (its
+// bound is the component's: there the target leaves no slack, so nothing
+// placed before may constrain it; lifetimes cut to the section, which loses
+// no conflict among them); then the later sections in time order, then the
+// earlier ones backwards, each around the rows already placed that live with
+// its rows, fixed, as obstacles. Each section: first fit in two orders, then
+// the search under the capacity, else the better first fit (above it).
+uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_t section_rows, uint64_t capacity,
+                      uint64_t budget, uint64_t give_up_above, std::vector<uint64_t>& offset, uint64_t& work) {
+    const uint64_t work_limit = work + budget;
+    const size_t n = rows.size();
+    std::vector<uint64_t> ends(n), starts(n);
+    uint64_t longest = 0;
+    for (size_t i = 0; i < n; ++i) {
+        ends[i] = b.upper[rows[i]];
+        starts[i] = b.lower[rows[i]];
+        longest = std::max(longest, ends[i] - starts[i]);
+    }
+    std::sort(ends.begin(), ends.end());
+    work += 2 * n * (64 - static_cast<uint64_t>(__builtin_clzll(n | 1)));
+    auto crossing = [&](size_t i) {  // rows started before rows[i]'s instant and still live there
+        const uint64_t t = starts[i];
+        const size_t ended = std::upper_bound(ends.begin(), ends.end(), t) - ends.begin();
+        const size_t started = std::lower_bound(starts.begin(), starts.end(), t) - starts.begin();
+        return started - std::min(started, ended);
+    };
+    // Cuts: from each section's start, the start instant with the fewest rows
+    // across it among those that leave the section between half and all of
+    // `section_rows` (ties: the later).
+    std::vector<size_t> cuts{0};
+    section_rows = std::max<size_t>(section_rows, 2);
+    while (n - cuts.back() > section_rows) {
+        const size_t from = cuts.back() + section_rows / 2, to = cuts.back() + section_rows;
+        size_t best = SIZE_MAX, fewest = SIZE_MAX;
+        for (size_t i = from; i <= to; ++i) {
+            if (starts[i] == starts[i - 1]) continue;  // not an instant's first row
+            const size_t c = crossing(i);
+            if (c <= fewest) {
+                fewest = c;
+                best = i;
+            }
+        }
+        work += 2 * (to - from);
+        if (best == SIZE_MAX) best = to;  // one instant holds them all: cut inside it (still valid)
+        cuts.push_back(best);
+    }
+    cuts.push_back(n);
+    const size_t sections = cuts.size() - 1;
+    const uint64_t peak_at = peak_instant(b, rows, work);
+    size_t first = 0;
+    while (first + 1 < sections && starts[cuts[first + 1]] <= peak_at) ++first;
+    std::vector<size_t> order;
+    for (size_t k = first; k < sections; ++k) order.push_back(k);
+    for (size_t k = first; k-- > 0;) order.push_back(k);
+
+    std::vector<uint8_t> placed_row(n, 0);  // by position in `rows`
+    // One attempt at the rows `at` (positions, ascending) around the placed
+    // rows that live with them; `cut_from`/`cut_to`: the window their
+    // lifetimes are cut to (the first section's; else none). Offsets into
+    // `placed`; true when they end at or below the capacity, else `placed`
+    // is the better first fit.
+    auto attempt = [&](const std::vector<size_t>& at, uint64_t cut_from, uint64_t cut_to,
+                       std::vector<uint64_t>& placed) {
+        std::vector<uint32_t> members;
+        uint64_t lo_t = UINT64_MAX, hi_t = 0;
+        for (size_t i : at) {
+            members.push_back(rows[i]);
+            lo_t = std::min(lo_t, starts[i]);
+            hi_t = std::max(hi_t, b.upper[rows[i]]);
+        }
+        const size_t m = members.size();
+        // Placed rows that may live with them: started within `longest`
+        // before the earliest member and before the latest member's end.
+        std::vector<uint32_t> near;
+        const size_t scan_from =
+            std::lower_bound(starts.begin(), starts.end(), lo_t > longest ? lo_t - longest : 0) - starts.begin();
+        const size_t scan_to = std::lower_bound(starts.begin(), starts.end(), hi_t) - starts.begin();
+        for (size_t i = scan_from; i < scan_to; ++i)
+            if (placed_row[i] && b.upper[rows[i]] > lo_t) near.push_back(rows[i]);
+        std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(m);
+        for (size_t j = 0; j < m; ++j) {
+            for (uint32_t z : near)
+                if (b.live_together(z, members[j])) obstacles[j].emplace_back(offset[z], offset[z] + b.size[z]);
+            std::sort(obstacles[j].begin(), obstacles[j].end());  // by offset: first fit and the search walk them so
+            work += obstacles[j].size() * (64 - static_cast<uint64_t>(__builtin_clzll(obstacles[j].size() | 1)));
+        }
+        const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
+        work += (scan_to - scan_from) + m * near.size() + search_costs(sub).build;
+        // The search's share: half of what is left. Most sections fit by
+        // first fit; one that does not is where the roll is won or lost.
+        const uint64_t share = (work_limit - std::min(work_limit, work)) / 2;
+        // Quick first: first fit in two of auto's orders; the search only
+        // when neither fits under the capacity.
+        std::vector<uint64_t> tried;
+        uint64_t section_end = UINT64_MAX;
+        const auto conflicts = conflict_lists(sub, work);
+        for (const auto& by : {order_by_live_peak(sub), order_by_size(sub)}) {
+            if (section_end <= capacity) break;
+            const uint64_t e = first_fit_around(sub, by, conflicts, obstacles, tried, work);
+            if (e < section_end) {
+                section_end = e;
+                placed.swap(tried);
+            }
+        }
+        if (section_end <= capacity) return true;
+        bool found = false;
+        const CanonicalInstance instance(sub);
+        if (near.empty()) {
+            // Nothing placed around them (the first section): the race (§5).
+            PreorderRace race(instance);
+            uint64_t spent = 0;
+            const Outcome r = race.solve(capacity, share, tried, spent);
+            work += spent;
+            found = r == Outcome::Found && end_of(sub, instance.active, tried) <= capacity;
+        } else {
+            CanonicalSearch search(instance);
+            std::vector<uint8_t> free(m, 1);
+            std::vector<uint64_t> fixed(m, 0);
+            for (int h = 0; h < CanonicalSearch::kHeuristics && !found; ++h) {
+                uint64_t spent = 0;
+                Outcome r = Outcome::OutOfBudget;
+                const uint64_t each = share / CanonicalSearch::kHeuristics;
+                auto run = [&] { r = search.run_around(capacity, h, each, free, fixed, tried, spent, &obstacles); };
+                if (m <= kCallerStackLevels) run();
+                else if (!run_on_stack(kStackBase + kStackPerLevel * m, run)) break;
+                work += std::min(spent, each);
+                found = r == Outcome::Found;
+            }
+        }
+        if (found) placed.swap(tried);
+        return found;
+    };
+    auto commit = [&](const std::vector<size_t>& at, const std::vector<uint64_t>& placed) {
+        for (size_t j = 0; j < at.size(); ++j) {
+            offset[rows[at[j]]] = placed[j];
+            placed_row[at[j]] = 1;
+        }
+    };
+    uint64_t end = 0;
+    std::vector<std::vector<size_t>> taken(sections);  // each section's rows (positions), once placed
+    for (size_t k : order) {
+        // The section's rows: those starting in it not placed yet, and for
+        // the first, every earlier row live at its start.
+        std::vector<size_t> at;
+        const uint64_t from_t = starts[cuts[k]];
+        const uint64_t to_t = k + 1 < sections ? starts[cuts[k + 1]] : UINT64_MAX;
+        if (k == first)
+            for (size_t i = 0; i < cuts[k]; ++i)
+                if (b.upper[rows[i]] > from_t) at.push_back(i);
+        for (size_t i = cuts[k]; i < cuts[k + 1]; ++i)
+            if (!placed_row[i]) at.push_back(i);
+        work += (k == first ? cuts[k] : 0) + (cuts[k + 1] - cuts[k]);
+        if (at.empty()) continue;
+        std::vector<uint64_t> placed;
+        bool found = k == first ? attempt(at, from_t, to_t, placed) : attempt(at, 0, UINT64_MAX, placed);
+        // Not under the capacity: once more together with the section placed
+        // just before it on its side (its neighbour in time), which may have
+        // put its rows where this one needed room.
+        const size_t before = k > first ? k - 1 : k + 1;
+        if (!found && k != first && !taken[before].empty()) {
+            std::vector<size_t> both = taken[before];
+            both.insert(both.end(), at.begin(), at.end());
+            std::sort(both.begin(), both.end());
+            for (size_t i : taken[before]) placed_row[i] = 0;
+            std::vector<uint64_t> placed_both;
+            if (attempt(both, 0, UINT64_MAX, placed_both)) {
+                commit(both, placed_both);
+                for (size_t j = 0; j < both.size(); ++j) end = std::max(end, placed_both[j] + b.size[rows[both[j]]]);
+                taken[before].clear();
+                taken[k] = std::move(both);
+                continue;
+            }
+            for (size_t i : taken[before]) placed_row[i] = 1;
+        }
+        commit(at, placed);
+        for (size_t j = 0; j < at.size(); ++j) end = std::max(end, placed[j] + b.size[rows[at[j]]]);
+        taken[k] = std::move(at);
+        capacity = std::max(capacity, end);  // above it already: no later section need do better
+        if (end > give_up_above || work > work_limit) return UINT64_MAX;  // it can no longer win
+    }
+    return end;
+}
+
+// One component above the target (a window of rows of `b`, none spanning
+// its edges): placed on its own, as low as it can within `share`, under
+// `capacity` when it can. Quick greedy orders first, then the race at the
+// capacity (§5); proven above it, the ladder seeks its optimum. Offsets into
+// `mine` (row for row) when it ends below `before`; returns its end (or
+// `before`). `proven` rises to what it proves.
+uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, const std::vector<uint64_t>& offset,
+                         uint64_t before, uint64_t capacity, uint64_t share, std::vector<uint64_t>& mine,
+                         uint64_t& proven, uint64_t& work) {
+    const uint64_t limit = work + share;
+    uint64_t end = before;
+    const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
+    // Auto's greedy orders on the component alone: a whole trace's best
+    // order is not every component's.
+    for (const auto& order :
+         {order_by_live_peak(sub), order_by_size(sub), order_by_conflict_size(sub), order_by_lifetime(sub)})
+        for (Fit fit : {Fit::Best, Fit::First}) {
+            if (end <= capacity) return end;
+            const Placement g = place_greedy(sub, order, fit, end - 1);
+            work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
+            if (!g.abandoned && g.end < end) {
+                mine = g.offset;
+                end = g.end;
+            }
+        }
+    if (end <= capacity || work >= limit) return end;
+    const CanonicalInstance instance(sub);
+    work += search_costs(sub).build;
+    // The target first, with three quarters of the share: any placement
+    // under it will do.
+    PreorderRace race(instance);
+    std::vector<uint64_t> found;
+    uint64_t spent = 0;
+    const Outcome r = race.solve(capacity, (limit - std::min(limit, work)) / 4 * 3, found, spent);
+    work += spent;
+    if (r == Outcome::Found && end_of(sub, instance.active, found) <= capacity) {
+        mine = found;
+        return end_of(sub, instance.active, found);
+    }
+    if (r != Outcome::Infeasible || work >= limit) return end;
+    // Proven above the target, so is the whole: the component's optimum is
+    // sought with the rest of its share.
+    proven = std::max(proven, capacity + 1);
+    Placement incumbent;
+    incumbent.offset.resize(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) incumbent.offset[k] = end < before ? mine[k] : offset[rows[k]];
+    incumbent.end = end;
+    const Placement p = place_optimal(sub, limit - work, 0, &incumbent);
+    work += p.work;
+    proven = std::max(proven, p.proven_bound);
+    if (!p.abandoned && p.end < end) {
+        mine = p.offset;
+        end = p.end;
+    }
+    return end;
+}
+
+}  // namespace
+
+Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
+                            SectionSizes sizes) {
+    Placement out;
+    out.abandoned = true;
+    if (b.has_partners() || b.count() == 0) return out;  // partners may tie any two times together
+    const uint64_t bound = peak_live_bytes(b);
+    capacity = std::max(capacity, bound);
+    const Components comps = find_components(b);
+    uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
+    std::vector<uint64_t> offset = start.offset;
+    // The components above the target, in time order.
+    std::vector<size_t> above;
+    for (size_t c = 0; c < comps.ranges.size(); ++c) {
+        const auto [i, j] = comps.ranges[c];
+        uint64_t end = 0;
+        for (size_t k = i; k < j; ++k) end = std::max(end, offset[comps.by_start[k]] + b.size[comps.by_start[k]]);
+        if (end > capacity) above.push_back(c);
+    }
+    work += b.count();
+    uint64_t proven = bound;
+    // A shape's answer, row for row: the same rows shifted in time (a
+    // training loop's iterations) are solved once. (An ordered map: lookups
+    // only, no order of it reaches the answer.)
+    std::map<ShapeKey, std::vector<uint64_t>> solved;
+    for (size_t a = 0; a < above.size() && work < work_budget; ++a) {
+        const auto [i, j] = comps.ranges[above[a]];
+        const std::vector<uint32_t> rows(comps.by_start.begin() + i, comps.by_start.begin() + j);
+        const uint64_t before = end_of(b, rows, offset);
+        work += rows.size();
+        if (before <= capacity) continue;  // the target rose past it (a component proven above it)
+        ShapeKey key = shape_of(b, rows);
+        work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(solved.size() | 1)));
+        std::vector<uint64_t> mine(rows.size());
+        uint64_t end = before;
+        if (auto it = solved.find(key); it != solved.end()) {
+            mine = it->second;
+            end = 0;
+            for (size_t k = 0; k < rows.size(); ++k) end = std::max(end, mine[k] + b.size[rows[k]]);
+        } else {
+            // Each component above the target gets an equal share of what is left.
+            const uint64_t share = (work_budget - std::min(work, work_budget)) / (above.size() - a);
+            try {
+                if (rows.size() <= sizes.search_whole_up_to) {
+                    end = solve_component(b, rows, offset, before, capacity, share, mine, proven, work);
+                    // A proof holds for the whole: no later component need go lower.
+                    capacity = std::max(capacity, proven);
+                } else {
+                    // Auto's most often best greedy order (live peak, best
+                    // fit) on the component alone, then the roll.
+                    const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
+                    const Placement g = place_greedy(sub, order_by_live_peak(sub), Fit::Best, before - 1);
+                    work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
+                    if (!g.abandoned && g.end < end) {
+                        mine = g.offset;
+                        end = g.end;
+                    }
+                    std::vector<uint64_t> rolled = offset;
+                    const uint64_t e = end <= capacity ? UINT64_MAX
+                                       : roll_through(b, rows, sizes.section_rows, capacity, share, end - 1, rolled, work);
+                    if (e < end) {
+                        for (size_t k = 0; k < rows.size(); ++k) mine[k] = rolled[rows[k]];
+                        end = e;
+                    }
+                }
+            } catch (const PlacementOverflow&) {
+                end = before;  // past 2^64-1 somewhere in the attempt: the component keeps its answer
+            }
+            if (end >= before)
+                for (size_t k = 0; k < rows.size(); ++k) mine[k] = offset[rows[k]];
+            solved.emplace(std::move(key), mine);
+        }
+        if (end < before)
+            for (size_t k = 0; k < rows.size(); ++k) offset[rows[k]] = mine[k];
+    }
+    uint64_t end = 0;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.searched(x)) end = std::max(end, offset[x] + b.size[x]);
+    out.offset = std::move(offset);
+    out.end = end;
+    out.work = work;
+    out.proven_bound = std::min(proven, end);
+    out.optimal = end <= proven;
+    out.method = "time_sections";
+    out.abandoned = false;
+    return out;
+}
+
+}  // namespace emel::memory
