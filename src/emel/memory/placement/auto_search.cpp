@@ -14,6 +14,11 @@ namespace {
 constexpr size_t kPeakWindowsFrom = 2000;
 // A peak window's search costs at most this many greedy passes.
 constexpr uint64_t kWindowSearchPasses = 4;
+// The time sections' search (try_sections): one pass's worth. Uncounted where
+// it loses, this cap alone bounds its wall time there; more did not change an
+// answer on the workload or idealloc traces (docs/strategies.md §4 has the
+// figures).
+constexpr uint64_t kSectionsPasses = 1;
 // The default-budget policy (docs/strategies.md §4): what auto and optimal
 // spend when no budget is given.
 constexpr uint64_t kDefaultBudgetMs = 4000;
@@ -235,12 +240,14 @@ void AutoRun::try_peak_window(size_t max_buffers) {
 
 // Instances too large to search whole: the exact search by time sections
 // (sections.cpp; docs/strategies.md §5) aimed at the bound, with half of what
-// is left. Even when the answer is within 0.5% of the bound: this is where it
-// can be proven. Counted only when it wins or proves more (else the run goes
-// on exactly as without it).
+// is left, at most kSectionsPasses greedy passes' worth. Even when the answer
+// is within 0.5% of the bound: this is where it can be proven. Counted only
+// when it wins or proves more (else the run goes on exactly as without it),
+// so the cap is what bounds its wall time where it loses.
 void AutoRun::try_sections() {
     if (b_.count() <= kSearchUpTo || best_.end <= proven_ || work_ >= work_budget_) return;
-    Placement p = unless_overflow([&] { return place_by_sections(b_, best_, bound_, left() / 2); }, overflowed_);
+    const uint64_t share = std::min(left() / 2, kSectionsPasses * pass_);
+    Placement p = unless_overflow([&] { return place_by_sections(b_, best_, bound_, share); }, overflowed_);
     if (p.abandoned || (p.end >= best_.end && p.proven_bound <= proven_)) return;
     work_ += p.work;
     proven_ = std::max(proven_, p.proven_bound);
