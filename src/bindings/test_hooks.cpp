@@ -12,6 +12,28 @@ namespace py = pybind11;
 using namespace emel::memory;
 using namespace emel_bindings;
 
+namespace {
+
+using U64Array = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
+
+// The hooks' rows as bare buffers: alignment 1, ranks in row order.
+Buffers rows_as_buffers(const U64Array& lower, const U64Array& upper, const U64Array& size) {
+    const size_t n = static_cast<size_t>(size.size());
+    Buffers b;
+    b.lower = from_numpy(lower, n, "lower");
+    b.upper = from_numpy(upper, n, "upper");
+    b.size = from_numpy(size, n, "size");
+    b.alignment.assign(n, 1);
+    b.rank.resize(n);
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] > b.upper[x]) throw py::value_error("lower > upper in row " + std::to_string(x));
+        b.rank[x] = static_cast<uint32_t>(x);
+    }
+    return b;
+}
+
+}  // namespace
+
 void bind_test_hooks(py::module_& m) {
     // For tests of auto's peak window (docs/strategies.md §4); not public API.
     m.def(
@@ -20,17 +42,7 @@ void bind_test_hooks(py::module_& m) {
            const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
            const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size,
            uint64_t max_buffers, uint64_t time_budget_ms) {
-            const size_t n = static_cast<size_t>(size.size());
-            Buffers b;
-            b.lower = from_numpy(lower, n, "lower");
-            b.upper = from_numpy(upper, n, "upper");
-            b.size = from_numpy(size, n, "size");
-            b.alignment.assign(n, 1);
-            b.rank.resize(n);
-            for (size_t x = 0; x < n; ++x) {
-                if (b.lower[x] > b.upper[x]) throw py::value_error("lower > upper in row " + std::to_string(x));
-                b.rank[x] = static_cast<uint32_t>(x);
-            }
+            const Buffers b = rows_as_buffers(lower, upper, size);
             PeakWindow w;
             Placement inside, around;
             {
@@ -62,17 +74,7 @@ void bind_test_hooks(py::module_& m) {
            const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
            const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, uint64_t capacity,
            uint64_t time_budget_ms, uint64_t search_whole_up_to, uint64_t section_rows) {
-            const size_t n = static_cast<size_t>(size.size());
-            Buffers b;
-            b.lower = from_numpy(lower, n, "lower");
-            b.upper = from_numpy(upper, n, "upper");
-            b.size = from_numpy(size, n, "size");
-            b.alignment.assign(n, 1);
-            b.rank.resize(n);
-            for (size_t x = 0; x < n; ++x) {
-                if (b.lower[x] > b.upper[x]) throw py::value_error("lower > upper in row " + std::to_string(x));
-                b.rank[x] = static_cast<uint32_t>(x);
-            }
+            const Buffers b = rows_as_buffers(lower, upper, size);
             Placement start, p;
             {
                 py::gil_scoped_release release;
