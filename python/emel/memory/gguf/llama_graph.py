@@ -63,12 +63,10 @@ def _row_size(type_: str, n: int) -> int:
 def build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) -> dict:
     """The graph llama_context::graph_reserve builds for a ubatch of n_tokens
     tokens over cfg.n_seq sequences with n_outputs outputs: {"nodes": [...], "leafs": [...]}.
-    A tensor that does not fit the graph is a PlanError naming the file and the tensor."""
+    A tensor that is missing or does not fit the graph is a PlanError naming the file and the tensor."""
     try:
         return _build_graph(info, cfg, n_tokens, n_outputs)
-    except PlanError as e:
-        if str(info.path) in str(e):
-            raise
+    except PlanError as e:  # raised by the graph's ops, which do not know the file
         raise PlanError(e.code, f"{info.path}: {e.message}", tensor=e.tensor) from None
 
 
@@ -85,8 +83,8 @@ def _build_graph(info: ModelInfo, cfg: Config, n_tokens: int, n_outputs: int) ->
     def w(name, required=True):  # a weight leaf, once per name; None when an optional one is absent
         if name not in tensors:
             if required:
-                raise PlanError("INVALID_IR_SHAPES", f"{info.path}: no tensor {name!r}, which the "
-                                f"{info.arch} graph needs; not a complete model", tensor=name)
+                raise PlanError("INVALID_IR_SHAPES", f"no tensor {name!r}, which the {info.arch} graph "
+                                f"needs; not a complete model", tensor=name)
             return None
         if name not in weights:
             ti = tensors[name]
