@@ -201,25 +201,18 @@ def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
                          next_value=nxt, next_plan=plans.get(nxt), bytes=tried.get(value),
                          next_bytes=tried.get(nxt), tried=tried)
 
-    return result(*largest_fitting(probe, lo, hi))
-
-
-def largest_fitting(fits: Callable[[int], bool], lo: int, hi: int) -> tuple[int | None, int | None]:
-    """Bisection over ``[lo, hi]``: ``(good, bad)``, the largest value probed that fits and the
-    smallest above it that does not (``good`` None: not even ``lo`` fits; ``bad`` None: ``hi``
-    fits). ``lo`` is probed first, then ``hi``, then midpoints."""
-    if not fits(lo):
-        return None, lo
-    if fits(hi):
-        return hi, None
-    good, bad = lo, hi          # invariant: good fits, bad does not
+    if not probe(lo):
+        return result(None, lo)
+    if probe(hi):
+        return result(hi, None)
+    good, bad = lo, hi          # invariant: plan(good) fits, plan(bad) does not
     while bad - good > 1:
         mid = (good + bad) // 2
-        if fits(mid):
+        if probe(mid):
             good = mid
         else:
             bad = mid
-    return good, bad
+    return result(good, bad)
 
 
 # ---------------------------------------------------------------------------
