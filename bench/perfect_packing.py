@@ -13,7 +13,8 @@ Cuts (the field's hard corner: every time section must be exactly full):
 - ``mixed``: each cut is a pinwheel with probability 1/3 where the piece is large enough.
 
 Pieces are cut largest-area first (ties by position), cut points drawn from NumPy's PCG64 with the
-given seed: the same ``(n, seed, ...)`` gives the same instance on every machine.
+given seed: the same ``(n, seed, ...)`` gives the same instance on every machine. The rows come in
+a seeded random order: in (start, offset) order, first fit in row order would rebuild the cut.
 
     python bench/perfect_packing.py guillotine 600 --seed 0 -o p.csv
     python bench/perfect_packing.py pinwheel 600 --seed 1 --check
@@ -57,6 +58,10 @@ def cut_rectangle(n: int, *, kind: str = "mixed", seed: int = 0, width: int = 10
     if pieces < n:
         raise ValueError(f"could not cut {n} pieces (got {pieces}); use a larger rectangle")
     rects = sorted(done + [item[1:] for item in heap])
+    # Rows in a seeded random order: sorted by (start, offset) they would
+    # hand the answer to any solver with an input-order pass (first fit in
+    # row order rebuilds the cut exactly).
+    rects = [rects[i] for i in rng.permutation(len(rects))]
     arr = np.array(rects, dtype=np.int64).reshape(-1, 4)
     lower, offset = arr[:, 0], arr[:, 1] * grain
     upper, size = arr[:, 0] + arr[:, 2], arr[:, 3] * grain

@@ -74,3 +74,24 @@ def test_default_placement_reaches_the_optimum_with_proof(kind, n, seed):
     assert result.lower_bound == capacity                     # the bound is the peak: full columns
     assert result.size == capacity and result.optimal
     assert first_overlap(lower, upper, size, result.offsets) is None
+
+
+def test_row_order_does_not_give_the_answer_away():
+    # Rows sorted by (start, offset) let first fit in row order rebuild the cut
+    # (a peer's input-order pass "solved" every instance that way): the rows
+    # are shuffled, so that pass now ends far above the optimum.
+    lower, upper, size, offset, capacity = cut_rectangle(300, kind="mixed", seed=0)
+    placed = []
+    end = 0
+    for x in range(len(size)):
+        spans = sorted((o, o + s) for l, u, o, s in placed if l < upper[x] and lower[x] < u)
+        top = 0
+        for a, b in spans:
+            if a >= top + size[x]:
+                break
+            top = max(top, b)
+        placed.append((lower[x], upper[x], top, size[x]))
+        end = max(end, top + size[x])
+    assert end > 1.2 * capacity
+    by_start = np.lexsort((offset, lower))
+    assert not np.array_equal(by_start, np.arange(len(size)))
