@@ -101,6 +101,7 @@ class AutoRun {
     void live_peak_pass();
     void try_peak_window(size_t max_buffers);
     void try_sections();
+    void try_full_packing();
     void try_windows(uint64_t share);
     void later_passes();
     bool exact_search();
@@ -257,6 +258,21 @@ void AutoRun::try_sections() {
     }
 }
 
+// Instances whose every instant holds the bound or nothing (cut from a full
+// rectangle): the full-packing search (full_packing.cpp) at the bound, with
+// half of what is left. Counted only when it wins (then the answer is proven
+// optimal and the run ends); elsewhere the run goes on exactly as without it.
+// Any other instance is refused by one sweep.
+void AutoRun::try_full_packing() {
+    if (done() || work_ >= work_budget_) return;
+    Placement p = unless_overflow([&] { return place_full_packing(b_, left() / 2); }, overflowed_);
+    if (p.abandoned || p.end >= best_.end) return;
+    work_ += p.work;
+    proven_ = std::max(proven_, p.proven_bound);
+    best_ = std::move(p);
+    best_order_.clear();
+}
+
 // Window neighbourhoods (docs/strategies.md §5): on random lifetimes they
 // beat every later pass by far; where the buffer at the top lives too long
 // to free around it (the idealloc traces) they give up at once.
@@ -394,6 +410,7 @@ Placement AutoRun::finish() {
 Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     AutoRun run(b, work_budget);
     run.start();
+    run.try_full_packing();
     run.try_sections();
     run.live_peak_pass();
     run.prove_bound_early();

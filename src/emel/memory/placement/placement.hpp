@@ -134,6 +134,14 @@ struct SectionSizes {
 Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
                             SectionSizes sizes = {});
 
+// §5, "Full packings" (full_packing.cpp): on instances whose every instant
+// holds exactly the peak of live bytes or nothing (cut from a full
+// rectangle), a search for a placement at that bound, which then has no free
+// byte at any instant. Within about `work_budget`; abandoned when the
+// instance is not full, rows' alignments do not divide the sizes' common
+// divisor, partners exist, or no placement was found.
+Placement place_full_packing(const Buffers& b, uint64_t work_budget);
+
 // §5: lowers `best` by re-searching, one window of time at a time around a
 // buffer that reaches its end, the buffers that live only inside the window,
 // the others kept where they are (for instances the exact search does not

@@ -1,0 +1,403 @@
+// Full packings (docs/strategies.md §5, "Full packings"): the search for a
+// placement at the bound on instances whose every instant holds exactly the
+// peak of live bytes, or nothing (instances cut from a full rectangle).
+//
+// Why a search of its own: at the bound such an instance has no free byte at
+// any instant, which the canonical search (§5) does not use; it stalls from
+// about 300 buffers. Here every placement is a tiling, which gives a rule
+// that leaves few choices. Buffers are stacked from offset 0 up; the
+// *skyline* is the height placed so far at each instant. A *valley* is a
+// stretch [a, b) of the skyline lower than both its neighbours (or the ends
+// of time). In a tiling, every byte just above a valley's floor is covered by
+// a buffer whose offset is exactly the floor's height and whose lifetime lies
+// inside [a, b): so the valley's floor is partitioned exactly by lifetimes
+// of unplaced buffers that fit under the bound. Its first buffer starts at a,
+// its last ends at b. The search takes, of all valleys' two ends, the one
+// with the fewest buffers that can go there (a chain of lifetimes must still
+// reach the valley's other end), places one, and goes on; no buffer at all is
+// a dead end. Identical buffers are tried once, and a state (the buffers
+// placed, and the skyline) once found to be a dead end is never searched
+// again. Dead ends can be deep, so it restarts often with node limits that
+// grow along the Luby sequence, cycling through four orders of trying the
+// buffers (the dead ends it proved are kept: they hold for every order).
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <unordered_set>
+#include <vector>
+
+#include "emel/memory/placement/placement.hpp"
+
+namespace emel::memory {
+
+namespace {
+
+// Work units per step of the search (a skyline segment looked at, a time
+// index swept, a buffer considered): about what the greedy pass charges for
+// as much memory traffic.
+constexpr uint64_t kUnitsPerStep = 4;
+// Nodes of the first restart; later ones take Luby multiples of it.
+constexpr uint64_t kRestartNodes = 500;
+
+struct Segment {
+    uint32_t from, to;  // time indices, [from, to)
+    uint64_t height;    // in grains
+};
+
+struct StateKey {
+    uint64_t placed, skyline;
+    bool operator==(const StateKey& o) const { return placed == o.placed && skyline == o.skyline; }
+};
+struct StateKeyHash {
+    size_t operator()(const StateKey& k) const { return static_cast<size_t>(k.placed ^ mix64(k.skyline)); }
+};
+
+// The i-th term (from 0) of the Luby sequence 1 1 2 1 1 2 4 ...
+uint64_t luby(uint64_t i) {
+    for (;;) {
+        uint64_t k = 1;
+        while ((uint64_t{1} << k) - 1 < i + 1) ++k;
+        if ((uint64_t{1} << k) - 1 == i + 1) return uint64_t{1} << (k - 1);
+        i -= (uint64_t{1} << (k - 1)) - 1;
+    }
+}
+
+class FullPacking {
+  public:
+    // `rows`: the searched buffers; `grain` divides every size and the bound;
+    // `changes`: every row's start and end, ascending, and `index` each one's
+    // time index.
+    FullPacking(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t bound, uint64_t grain,
+                const std::vector<uint64_t>& changes, const std::vector<uint32_t>& index)
+        : rows_(rows), height_(bound / grain) {
+        const size_t m = rows.size();
+        auto index_of = [&](uint64_t t) {
+            return index[static_cast<size_t>(std::lower_bound(changes.begin(), changes.end(), t) - changes.begin())];
+        };
+        lower_.resize(m);
+        upper_.resize(m);
+        size_.resize(m);
+        zobrist_.resize(m);
+        Rng rng;
+        for (size_t i = 0; i < m; ++i) {
+            lower_[i] = index_of(b.lower[rows[i]]);
+            upper_[i] = index_of(b.upper[rows[i]]);
+            size_[i] = b.size[rows[i]] / grain;
+            zobrist_[i] = rng.next();
+        }
+        times_ = index.back() + 1;
+        starting_ = lists_by(lower_, starting_at_);
+        ending_ = lists_by(upper_, ending_at_);
+        mark_.assign(times_ + 1, 0);
+        placed_.assign(m, 0);
+        offset_.assign(m, 0);
+    }
+
+    // A tiling within `budget` work units (`work` grows by what it spends):
+    // each buffer's offset in grains, row for row; empty when none was found.
+    std::vector<uint64_t> solve(uint64_t budget, uint64_t& work) {
+        const uint64_t limit = work + budget;
+        for (uint64_t restart = 0; work < limit; ++restart) {
+            const Outcome r = descend(restart, kRestartNodes * luby(restart), limit, work);
+            if (r == Outcome::Found) return offset_;
+            if (r == Outcome::Exhausted) break;  // no tiling (or a key collision)
+        }
+        return {};
+    }
+
+  private:
+    enum class Outcome { Found, Exhausted, OutOfNodes };
+
+    // (index lists of buffers by a time index, CSR: begin offsets into `into`)
+    std::vector<uint32_t> lists_by(const std::vector<uint32_t>& time_of, std::vector<uint32_t>& into) const {
+        std::vector<uint32_t> begin(times_ + 2, 0);
+        for (uint32_t t : time_of) ++begin[t + 2];
+        for (size_t t = 2; t < begin.size(); ++t) begin[t] += begin[t - 1];
+        into.resize(time_of.size());
+        for (uint32_t i = 0; i < time_of.size(); ++i) into[begin[time_of[i] + 1]++] = i;
+        begin.pop_back();
+        return begin;
+    }
+
+    bool fits(uint32_t i, uint64_t h) const { return size_[i] <= height_ - h; }
+
+    // Marks the time indices in [from, to] from which a chain of unplaced
+    // lifetimes inside [from, to), each fitting above `h`, reaches `to`
+    // (backward) or is reached from `from` (forward). Marks are stamps.
+    void sweep(uint32_t from, uint32_t to, uint64_t h, bool backward, uint64_t& work) {
+        if (++stamp_ == 0) {  // wrapped: old stamps could pass for new ones
+            std::fill(mark_.begin(), mark_.end(), 0);
+            stamp_ = 1;
+        }
+        if (backward) {
+            mark_[to] = stamp_;
+            for (uint32_t p = to; p > from; --p) {
+                if (mark_[p] != stamp_) continue;
+                for (uint32_t k = ending_[p]; k < ending_[p + 1]; ++k) {
+                    const uint32_t i = ending_at_[k];
+                    if (!placed_[i] && lower_[i] >= from && fits(i, h)) mark_[lower_[i]] = stamp_;
+                }
+                work += kUnitsPerStep * (1 + ending_[p + 1] - ending_[p]);
+            }
+        } else {
+            mark_[from] = stamp_;
+            for (uint32_t p = from; p < to; ++p) {
+                if (mark_[p] != stamp_) continue;
+                for (uint32_t k = starting_[p]; k < starting_[p + 1]; ++k) {
+                    const uint32_t i = starting_at_[k];
+                    if (!placed_[i] && upper_[i] <= to && fits(i, h)) mark_[upper_[i]] = stamp_;
+                }
+                work += kUnitsPerStep * (1 + starting_[p + 1] - starting_[p]);
+            }
+        }
+    }
+
+    // The valley end with the fewest buffers that can go there: its segment
+    // and those buffers. False when some valley has none (a dead end).
+    bool choose(size_t& segment, std::vector<uint32_t>& candidates, uint64_t& work) {
+        bool any = false;
+        std::vector<uint32_t>& here = scratch_;
+        for (size_t k = 0; k < skyline_.size(); ++k) {
+            const auto [a, b, h] = skyline_[k];
+            work += kUnitsPerStep;
+            if (h >= height_) continue;
+            if (k > 0 && skyline_[k - 1].height <= h) continue;
+            if (k + 1 < skyline_.size() && skyline_[k + 1].height <= h) continue;
+            for (int side = 0; side < 2; ++side) {
+                const bool left = side == 0;
+                sweep(a, b, h, left, work);  // the left end needs chains that reach b
+                if (left && mark_[a] != stamp_) return false;
+                here.clear();
+                const uint32_t p = left ? a : b;
+                const auto& begin = left ? starting_ : ending_;
+                const auto& at = left ? starting_at_ : ending_at_;
+                for (uint32_t j = begin[p]; j < begin[p + 1]; ++j) {
+                    const uint32_t i = at[j];
+                    if (placed_[i] || !fits(i, h)) continue;
+                    if (left ? (upper_[i] <= b && mark_[upper_[i]] == stamp_)
+                             : (lower_[i] >= a && mark_[lower_[i]] == stamp_))
+                        here.push_back(i);
+                }
+                work += kUnitsPerStep * (1 + begin[p + 1] - begin[p]);
+                if (here.empty()) return false;
+                if (!any || here.size() < candidates.size()) {
+                    any = true;
+                    segment = k;
+                    candidates = here;
+                    if (candidates.size() == 1) return true;
+                }
+            }
+        }
+        return any;
+    }
+
+    // Buffer i onto skyline segment k (its lifetime lies inside it).
+    void place(size_t k, uint32_t i) {
+        trail_.push_back({i, skyline_});
+        const Segment s = skyline_[k];
+        std::vector<Segment> pieces;
+        if (lower_[i] > s.from) pieces.push_back({s.from, lower_[i], s.height});
+        pieces.push_back({lower_[i], upper_[i], s.height + size_[i]});
+        if (upper_[i] < s.to) pieces.push_back({upper_[i], s.to, s.height});
+        skyline_.erase(skyline_.begin() + static_cast<std::ptrdiff_t>(k));
+        skyline_.insert(skyline_.begin() + static_cast<std::ptrdiff_t>(k), pieces.begin(), pieces.end());
+        // Neighbours of one height are one segment.
+        size_t kept = 0;
+        for (size_t j = 0; j < skyline_.size(); ++j) {
+            if (kept > 0 && skyline_[kept - 1].height == skyline_[j].height) skyline_[kept - 1].to = skyline_[j].to;
+            else skyline_[kept++] = skyline_[j];
+        }
+        skyline_.resize(kept);
+        offset_[i] = s.height;
+        placed_[i] = 1;
+        placed_hash_ ^= zobrist_[i];
+        ++placed_count_;
+    }
+
+    void undo_to(size_t mark) {
+        while (trail_.size() > mark) {
+            Trail& t = trail_.back();
+            skyline_ = std::move(t.skyline);
+            placed_[t.buffer] = 0;
+            placed_hash_ ^= zobrist_[t.buffer];
+            --placed_count_;
+            trail_.pop_back();
+        }
+    }
+
+    StateKey key() const {
+        uint64_t h = 0x243F6A8885A308D3ull;
+        for (const Segment& s : skyline_) h = mix64(h ^ (uint64_t{s.from} << 32 | s.to)) ^ mix64(h + s.height);
+        return {placed_hash_, h};
+    }
+
+    // The order buffers are tried in at a valley end, by restart: small
+    // first, long first, large first, or a fixed-seed shuffle.
+    void order_candidates(std::vector<uint32_t>& c, uint64_t restart) const {
+        const uint64_t kind = restart % 4;
+        auto length = [&](uint32_t i) { return upper_[i] - lower_[i]; };
+        std::sort(c.begin(), c.end(), [&](uint32_t x, uint32_t y) {
+            switch (kind) {
+                case 0:
+                    if (size_[x] != size_[y]) return size_[x] < size_[y];
+                    if (length(x) != length(y)) return length(x) < length(y);
+                    break;
+                case 1:
+                    if (length(x) != length(y)) return length(x) > length(y);
+                    if (size_[x] != size_[y]) return size_[x] > size_[y];
+                    break;
+                case 2:
+                    if (size_[x] != size_[y]) return size_[x] > size_[y];
+                    if (length(x) != length(y)) return length(x) > length(y);
+                    break;
+                default: {
+                    const uint64_t kx = mix64(zobrist_[x] ^ restart), ky = mix64(zobrist_[y] ^ restart);
+                    if (kx != ky) return kx < ky;
+                }
+            }
+            return x < y;
+        });
+        // Identical buffers (same lifetime and size) are tried once.
+        size_t kept = 0;
+        for (size_t j = 0; j < c.size(); ++j) {
+            bool twin = false;
+            for (size_t k = 0; k < kept && !twin; ++k)
+                twin = lower_[c[k]] == lower_[c[j]] && upper_[c[k]] == upper_[c[j]] && size_[c[k]] == size_[c[j]];
+            if (!twin) c[kept++] = c[j];
+        }
+        c.resize(kept);
+    }
+
+    // One depth-first search from nothing placed, of at most `nodes` nodes.
+    Outcome descend(uint64_t restart, uint64_t nodes, uint64_t limit, uint64_t& work) {
+        struct Frame {
+            std::vector<uint32_t> candidates;
+            size_t next = 0, segment = 0, trail_mark = 0;
+            StateKey key{};
+        };
+        undo_to(0);
+        skyline_.assign(1, Segment{0, times_ - 1, 0});
+        // Instants before the first start or between components hold no
+        // bytes: the skyline starts flat over all of them, and a valley may
+        // span a component's edge (its floor's chains cross it).
+        std::vector<Frame> stack;
+        auto open = [&]() {
+            Frame f;
+            f.key = key();
+            f.trail_mark = trail_.size();
+            if (failed_.count(f.key) || !choose(f.segment, f.candidates, work)) {
+                failed_.insert(f.key);
+                return false;
+            }
+            order_candidates(f.candidates, restart);
+            stack.push_back(std::move(f));
+            return true;
+        };
+        open();
+        uint64_t visited = 0;
+        while (!stack.empty()) {
+            Frame& f = stack.back();
+            undo_to(f.trail_mark);
+            if (f.next == f.candidates.size()) {
+                failed_.insert(f.key);  // every way on from here was a dead end
+                stack.pop_back();
+                continue;
+            }
+            place(f.segment, f.candidates[f.next++]);
+            if (placed_count_ == rows_.size()) return Outcome::Found;
+            if (++visited > nodes || work >= limit) {
+                undo_to(0);
+                return Outcome::OutOfNodes;
+            }
+            open();
+        }
+        return Outcome::Exhausted;
+    }
+
+    const std::vector<uint32_t>& rows_;
+    const uint64_t height_;
+    uint32_t times_ = 0;
+    std::vector<uint32_t> lower_, upper_;  // time indices
+    std::vector<uint64_t> size_;           // in grains
+    std::vector<uint64_t> zobrist_;
+    std::vector<uint32_t> starting_, starting_at_, ending_, ending_at_;
+    std::vector<uint32_t> mark_;
+    uint32_t stamp_ = 0;
+    std::vector<uint8_t> placed_;
+    std::vector<uint64_t> offset_;  // in grains
+    uint64_t placed_hash_ = 0;
+    size_t placed_count_ = 0;
+    std::vector<Segment> skyline_;
+    struct Trail {
+        uint32_t buffer;
+        std::vector<Segment> skyline;  // before it was placed
+    };
+    std::vector<Trail> trail_;
+    std::vector<uint32_t> scratch_;
+    // Dead ends (lookups only: no order of it reaches the answer).
+    std::unordered_set<StateKey, StateKeyHash> failed_;
+};
+
+}  // namespace
+
+Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
+    Placement out;
+    out.abandoned = true;
+    if (b.has_partners()) return out;
+    std::vector<uint32_t> rows;
+    for (uint32_t x = 0; x < b.count(); ++x)
+        if (b.searched(x)) rows.push_back(x);
+    if (rows.empty()) return out;
+    uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
+    // Full: every instant holds the bound or nothing. The live bytes change
+    // only where a row starts or ends.
+    std::vector<std::pair<uint64_t, uint64_t>> starts, ends;  // (time, size)
+    for (uint32_t x : rows) {
+        starts.emplace_back(b.lower[x], b.size[x]);
+        ends.emplace_back(b.upper[x], b.size[x]);
+    }
+    std::sort(starts.begin(), starts.end());
+    std::sort(ends.begin(), ends.end());
+    unsigned __int128 live = 0, bound = 0;
+    // The instants where the live bytes change, and what they are from each on.
+    std::vector<uint64_t> changes;
+    std::vector<unsigned __int128> level;
+    for (size_t i = 0, e = 0; i < starts.size() || e < ends.size();) {
+        const uint64_t t = std::min(i < starts.size() ? starts[i].first : UINT64_MAX,
+                                    e < ends.size() ? ends[e].first : UINT64_MAX);
+        for (; e < ends.size() && ends[e].first == t; ++e) live -= ends[e].second;
+        for (; i < starts.size() && starts[i].first == t; ++i) live += starts[i].second;
+        changes.push_back(t);
+        level.push_back(live);
+        bound = std::max(bound, live);
+    }
+    for (const unsigned __int128 l : level)
+        if (l != 0 && l != bound) return out;  // an instant with room: not a full packing
+    if (bound > UINT64_MAX) return out;
+    // Stretches that hold nothing (between components) are squeezed out of
+    // the search's time: a change and the next one after nothing live share
+    // one index, so a valley's chains run on across them.
+    std::vector<uint32_t> index(changes.size());
+    for (size_t j = 1; j < changes.size(); ++j) index[j] = index[j - 1] + (level[j - 1] != 0);
+    const uint64_t capacity = static_cast<uint64_t>(bound);
+    // Offsets are sums of sizes: multiples of their common divisor, which
+    // must satisfy every row's alignment.
+    uint64_t grain = capacity;
+    for (uint32_t x : rows) grain = std::gcd(grain, b.size[x]);
+    for (uint32_t x : rows)
+        if (grain % b.alignment[x] != 0) return out;
+    FullPacking search(b, rows, capacity, grain, changes, index);
+    const std::vector<uint64_t> found = search.solve(work_budget - std::min(work, work_budget), work);
+    out.work = work;
+    if (found.empty()) return out;
+    out.offset.assign(b.count(), 0);
+    for (size_t i = 0; i < rows.size(); ++i) out.offset[rows[i]] = found[i] * grain;
+    out.end = capacity;
+    out.proven_bound = capacity;
+    out.optimal = true;
+    out.method = "full_packing_search";
+    out.abandoned = false;
+    return out;
+}
+
+}  // namespace emel::memory
