@@ -260,14 +260,14 @@ void AutoRun::try_sections() {
 
 // Instances whose every instant holds the bound or nothing (cut from a full
 // rectangle): the full-packing search (full_packing.cpp) at the bound, with
-// half of what is left. Counted only when it wins (then the answer is proven
-// optimal and the run ends); elsewhere the run goes on exactly as without it.
-// Any other instance is refused by one sweep.
+// half of what is left. Found, the answer is proven optimal and the run ends;
+// not found, the rest of the run has the other half. Any other instance is
+// refused by one sweep, which is not charged: there the run is what it was.
 void AutoRun::try_full_packing() {
     if (done() || work_ >= work_budget_) return;
     Placement p = unless_overflow([&] { return place_full_packing(b_, left() / 2); }, overflowed_);
+    work_ += p.work;  // 0 where the instance is not full
     if (p.abandoned || p.end >= best_.end) return;
-    work_ += p.work;
     proven_ = std::max(proven_, p.proven_bound);
     best_ = std::move(p);
     best_order_.clear();

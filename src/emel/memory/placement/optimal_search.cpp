@@ -96,6 +96,17 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
         best.method = incumbent->method;
     }
     const uint64_t lo = peak_live_bytes(b), hi = best.end;  // the optimum lies in [lo, hi]
+    // Every instant full at the bound, or empty (cut from a full rectangle):
+    // the full-packing search first, with half the budget (a placement at
+    // the bound is optimal). Other instances are refused at once, uncharged.
+    if (hi > lo && (target == 0 || target >= lo) && work < work_budget) {
+        Placement p = place_full_packing(b, (work_budget - work) / 2);
+        work += p.work;
+        if (!p.abandoned) {
+            p.work = work;
+            return p;
+        }
+    }
     // The instance's conflict lists take memory, and building them time, in
     // the square of the buffers: larger instances are not searched.
     const SearchCosts costs = b.count() > kSearchUpTo ? SearchCosts{} : search_costs(b);

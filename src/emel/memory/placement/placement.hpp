@@ -139,7 +139,8 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
 // rectangle), a search for a placement at that bound, which then has no free
 // byte at any instant. Within about `work_budget`; abandoned when the
 // instance is not full, rows' alignments do not divide the sizes' common
-// divisor, partners exist, or no placement was found.
+// divisor, partners exist (work 0: refused by one sweep), or no placement
+// was found (work: what the search spent).
 Placement place_full_packing(const Buffers& b, uint64_t work_budget);
 
 // §5: lowers `best` by re-searching, one window of time at a time around a

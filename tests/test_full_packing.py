@@ -1,0 +1,62 @@
+"""The full-packing search (placement/full_packing.cpp; docs/strategies.md §5, "Full packings").
+
+On instances whose every instant holds exactly the peak of live bytes, or nothing, a placement at
+that bound is a tiling; the search finds one on the perfect packings of bench/perfect_packing.py
+that the exact search leaves 20% above it, and every other instance is refused by one sweep.
+"""
+
+import numpy as np
+import pytest
+
+import emel.memory as mm
+from perfect_packing import CUTS, cut_rectangle
+
+from placement_check import first_overlap
+
+
+@pytest.mark.parametrize("kind", CUTS)
+@pytest.mark.parametrize("strategy", ["auto", "optimal"])
+def test_perfect_packings_of_300_are_placed_at_the_bound_with_proof(kind, strategy):
+    lower, upper, size, _, capacity = cut_rectangle(300, kind=kind, seed=1)
+    p = mm.place(lower, upper, size, strategy=strategy)
+    assert p.method == "full_packing_search"
+    assert p.size == capacity == p.lower_bound and p.optimal
+    assert first_overlap(lower, upper, size, p.offsets) is None
+    again = mm.place(lower, upper, size, strategy=strategy)
+    assert np.array_equal(again.offsets, p.offsets) and again.work == p.work
+
+
+def test_components_apart_in_time_and_rows_that_hold_nothing():
+    # Two rectangles of one height with an empty stretch between them: every
+    # instant holds the bound or nothing, so the search runs across the gap;
+    # a never-live row and a live row of 0 bytes stay at offset 0.
+    a = cut_rectangle(80, kind="mixed", seed=3)
+    b = cut_rectangle(80, kind="guillotine", seed=4)
+    gap = int(a[1].max()) + 50
+    lower = np.concatenate([a[0], b[0] + gap, [10, 5]])
+    upper = np.concatenate([a[1], b[1] + gap, [10, 9]])      # never live; live but empty
+    size = np.concatenate([a[2], b[2], [64, 0]])
+    p = mm.place(lower, upper, size)
+    assert p.method == "full_packing_search" and p.optimal and p.size == a[4]
+    assert first_overlap(lower, upper, size, p.offsets) is None
+    assert p.offsets[-2] == 0 and p.offsets[-1] == 0
+
+
+def test_an_instance_with_room_somewhere_is_not_searched():
+    lower, upper, size, _, capacity = cut_rectangle(120, kind="pinwheel", seed=2)
+    shorter = upper.copy()
+    shorter[int(np.argmax(upper - lower))] -= 1              # one instant no longer full
+    p = mm.place(lower, shorter, size)
+    assert p.method != "full_packing_search"
+    assert first_overlap(lower, shorter, size, p.offsets) is None
+    assert p.size >= p.lower_bound
+
+
+def test_alignment_that_the_sizes_do_not_share_refuses_it():
+    # Sizes rounded up to 4 KiB break the tiling (not every instant holds the
+    # peak any more), so the instance is placed by the other passes.
+    lower, upper, size, _, capacity = cut_rectangle(60, kind="guillotine", seed=5)
+    p = mm.place(lower, upper, size, alignment=4096)
+    assert p.method != "full_packing_search"
+    assert (p.offsets % 4096 == 0).all()
+    assert first_overlap(lower, upper, -(-size // 4096) * 4096, p.offsets) is None
