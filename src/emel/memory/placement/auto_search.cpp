@@ -231,7 +231,7 @@ void AutoRun::try_peak_window(size_t max_buffers) {
     // The bound first: the window holds the peak instant, so its own bound
     // is the instance's.
     const Placement inside =
-        unless_overflow([&] { return place_optimal(w.instance, share, bound_); }, overflowed_);
+        unless_overflow([&] { return place_optimal(w.instance, share, bound_, nullptr, 0, false); }, overflowed_);
     work_ += inside.work;
     if (inside.abandoned) return;
     consider(unless_overflow([&] { return place_around_window(b_, w, inside, by_size_, to_win()); },
@@ -343,7 +343,8 @@ bool AutoRun::exact_search() {
         b_.count() <= kPeakWindowsFrom || (b_.count() <= kSearchUpTo && holds_a_descent());
     if (done() || !search_fits || search_budget == 0) return false;
     Placement p = unless_overflow(
-        [&] { return place_optimal(b_, search_budget, 0, &best_, search_budget / 4); }, overflowed_);
+        [&] { return place_optimal(b_, search_budget, 0, &best_, search_budget / 4, /*full_packing=*/false); },
+        overflowed_);  // (the full-packing search ran after the first pass)
     work_ += p.work;
     // Its proof holds whichever answer is kept: a best answer it proves
     // optimal is not searched further.
@@ -444,8 +445,9 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     best.optimal = best.optimal || best.end <= best.proven_bound;
     if (target == 0 || best.end <= target || best.optimal) return best;
     uint32_t overflowed = kNoOverflow;
-    Placement aimed =
-        unless_overflow([&] { return place_optimal(b, work_budget, target); }, overflowed);
+    // (The full-packing search, deterministic, ran in the first run already.)
+    Placement aimed = unless_overflow(
+        [&] { return place_optimal(b, work_budget, target, nullptr, 0, /*full_packing=*/false); }, overflowed);
     const uint64_t work = best.work + aimed.work;
     const uint64_t proven = std::max(best.proven_bound, aimed.proven_bound);
     if (!aimed.abandoned && aimed.end < best.end) best = std::move(aimed);

@@ -32,10 +32,14 @@ namespace emel::memory {
 
 namespace {
 
-// Work units per step of the search (a skyline segment looked at, a time
-// index swept, a buffer considered): about what the greedy pass charges for
-// as much memory traffic.
-constexpr uint64_t kUnitsPerStep = 4;
+// Work units per step of the search (a skyline segment looked at or copied,
+// a time index swept, a buffer considered), calibrated so that a budget
+// takes about its milliseconds (kWorkUnitsPerMs) on the perfect packings of
+// 600 buffers (bench/perfect_packing.py), the frames' allocations included.
+constexpr uint64_t kUnitsPerStep = 7;
+// A look-up or insert in the table of dead ends, which grows to millions of
+// states: about a cache miss.
+constexpr uint64_t kLookupUnits = 200;
 // Nodes of the first restart; later ones take Luby multiples of it.
 constexpr uint64_t kRestartNodes = 500;
 
@@ -152,45 +156,68 @@ class FullPacking {
         }
     }
 
-    // The valley end with the fewest buffers that can go there: its segment
-    // and those buffers. False when some valley has none (a dead end).
-    bool choose(size_t& segment, std::vector<uint32_t>& candidates, uint64_t& work) {
-        bool any = false;
-        std::vector<uint32_t>& here = scratch_;
+    // A valley of the skyline and the buffers that can go at its two ends
+    // (ranges of pool_: the frames' lists, stacked as the frames are).
+    struct Valley {
+        uint32_t from, to;
+        uint64_t height;
+        size_t segment;  // its index in the skyline
+        uint32_t ends_at[2], ends_count[2];
+    };
+
+    // The buffers that can go at one end of valley [a, b) at height h into
+    // pool_ (the left end: they start at a and a chain reaches b from their
+    // end; the right end: they end at b and a chain from a reaches their
+    // start). False when the left end's own instant is not reached: no chain
+    // covers the floor.
+    bool valley_end(uint32_t a, uint32_t b, uint64_t h, bool left, uint64_t& work) {
+        sweep(a, b, h, left, work);
+        if (left && mark_[a] != stamp_) return false;
+        const uint32_t p = left ? a : b;
+        const auto& begin = left ? starting_ : ending_;
+        const auto& at = left ? starting_at_ : ending_at_;
+        for (uint32_t j = begin[p]; j < begin[p + 1]; ++j) {
+            const uint32_t i = at[j];
+            if (placed_[i] || !fits(i, h)) continue;
+            if (left ? (upper_[i] <= b && mark_[upper_[i]] == stamp_) : (lower_[i] >= a && mark_[lower_[i]] == stamp_))
+                pool_.push_back(i);
+        }
+        work += kUnitsPerStep * (1 + begin[p + 1] - begin[p]);
+        return true;
+    }
+
+    // Every valley of the skyline with the buffers that can go at its ends,
+    // into `valleys`; false when one end has none (a dead end). A valley the
+    // parent state had unchanged (same stretch and height) keeps its lists:
+    // the buffer placed since lies in another valley's stretch, and a
+    // valley's lists depend only on the unplaced buffers inside its own.
+    bool find_valleys(const std::vector<Valley>* parent, std::vector<Valley>& valleys, uint64_t& work) {
+        size_t q = 0;
         for (size_t k = 0; k < skyline_.size(); ++k) {
             const auto [a, b, h] = skyline_[k];
             work += kUnitsPerStep;
             if (h >= height_) continue;
             if (k > 0 && skyline_[k - 1].height <= h) continue;
             if (k + 1 < skyline_.size() && skyline_[k + 1].height <= h) continue;
-            for (int side = 0; side < 2; ++side) {
-                const bool left = side == 0;
-                sweep(a, b, h, left, work);  // the left end needs chains that reach b
-                if (left && mark_[a] != stamp_) return false;
-                here.clear();
-                const uint32_t p = left ? a : b;
-                const auto& begin = left ? starting_ : ending_;
-                const auto& at = left ? starting_at_ : ending_at_;
-                for (uint32_t j = begin[p]; j < begin[p + 1]; ++j) {
-                    const uint32_t i = at[j];
-                    if (placed_[i] || !fits(i, h)) continue;
-                    if (left ? (upper_[i] <= b && mark_[upper_[i]] == stamp_)
-                             : (lower_[i] >= a && mark_[lower_[i]] == stamp_))
-                        here.push_back(i);
-                }
-                work += kUnitsPerStep * (1 + begin[p + 1] - begin[p]);
-                if (here.empty()) return false;
-                if (!any || here.size() < candidates.size()) {
-                    any = true;
-                    segment = k;
-                    candidates = here;
-                    if (candidates.size() == 1) return true;
+            if (parent) {
+                while (q < parent->size() && (*parent)[q].from < a) ++q;
+                if (q < parent->size() && (*parent)[q].from == a && (*parent)[q].to == b && (*parent)[q].height == h) {
+                    valleys.push_back((*parent)[q]);
+                    valleys.back().segment = k;
+                    continue;
                 }
             }
+            Valley v{a, b, h, k, {0, 0}, {0, 0}};
+            for (int side = 0; side < 2; ++side) {
+                v.ends_at[side] = static_cast<uint32_t>(pool_.size());
+                if (!valley_end(a, b, h, side == 0, work)) return false;
+                v.ends_count[side] = static_cast<uint32_t>(pool_.size()) - v.ends_at[side];
+                if (v.ends_count[side] == 0) return false;
+            }
+            valleys.push_back(v);
         }
-        return any;
+        return !valleys.empty();
     }
-
     // Buffer i onto skyline segment k (its lifetime lies inside it).
     void place(size_t k, uint32_t i) {
         trail_.push_back({i, skyline_});
@@ -271,24 +298,40 @@ class FullPacking {
     // One depth-first search from nothing placed, of at most `nodes` nodes.
     Outcome descend(uint64_t restart, uint64_t nodes, uint64_t limit, uint64_t& work) {
         struct Frame {
+            std::vector<Valley> valleys;
             std::vector<uint32_t> candidates;
-            size_t next = 0, segment = 0, trail_mark = 0;
+            size_t next = 0, segment = 0, trail_mark = 0, pool_mark = 0;
             StateKey key{};
         };
         undo_to(0);
+        pool_.clear();
         skyline_.assign(1, Segment{0, times_ - 1, 0});
-        // Instants before the first start or between components hold no
-        // bytes: the skyline starts flat over all of them, and a valley may
-        // span a component's edge (its floor's chains cross it).
         std::vector<Frame> stack;
+        // The state now as a frame: its valleys, and the valley end with the
+        // fewest buffers that can go there (ties: the earliest valley, its
+        // start first). False at a dead end.
         auto open = [&]() {
             Frame f;
             f.key = key();
             f.trail_mark = trail_.size();
-            if (failed_.count(f.key) || !choose(f.segment, f.candidates, work)) {
+            f.pool_mark = pool_.size();
+            const std::vector<Valley>* parent = stack.empty() ? nullptr : &stack.back().valleys;
+            if (failed_.count(f.key) || !find_valleys(parent, f.valleys, work)) {
                 failed_.insert(f.key);
+                pool_.resize(f.pool_mark);
                 return false;
             }
+            const Valley* best = nullptr;
+            int best_side = 0;
+            for (const Valley& v : f.valleys)
+                for (int side = 0; side < 2; ++side)
+                    if (!best || v.ends_count[side] < best->ends_count[best_side]) {
+                        best = &v;
+                        best_side = side;
+                    }
+            f.segment = best->segment;
+            f.candidates.assign(pool_.begin() + best->ends_at[best_side],
+                                pool_.begin() + best->ends_at[best_side] + best->ends_count[best_side]);
             order_candidates(f.candidates, restart);
             stack.push_back(std::move(f));
             return true;
@@ -300,10 +343,13 @@ class FullPacking {
             undo_to(f.trail_mark);
             if (f.next == f.candidates.size()) {
                 failed_.insert(f.key);  // every way on from here was a dead end
+                pool_.resize(f.pool_mark);
                 stack.pop_back();
                 continue;
             }
             place(f.segment, f.candidates[f.next++]);
+            // The skyline copied and merged, the state's key, its table look-up.
+            work += kUnitsPerStep * 3 * skyline_.size() + kLookupUnits;
             if (placed_count_ == rows_.size()) return Outcome::Found;
             if (++visited > nodes || work >= limit) {
                 undo_to(0);
@@ -333,7 +379,7 @@ class FullPacking {
         std::vector<Segment> skyline;  // before it was placed
     };
     std::vector<Trail> trail_;
-    std::vector<uint32_t> scratch_;
+    std::vector<uint32_t> pool_;  // the frames' valley lists
     // Dead ends (lookups only: no order of it reaches the answer).
     std::unordered_set<StateKey, StateKeyHash> failed_;
 };

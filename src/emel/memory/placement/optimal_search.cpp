@@ -82,7 +82,7 @@ Placement place_within(const Buffers& b, uint64_t capacity, uint64_t work_budget
 }
 
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target, const Placement* incumbent,
-                        uint64_t neighbourhood_budget) {
+                        uint64_t neighbourhood_budget, bool full_packing) {
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
     Placement best = place_greedy(b, order_by_size(b), Fit::Best);
     uint64_t work = best.work;
@@ -99,7 +99,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // Every instant full at the bound, or empty (cut from a full rectangle):
     // the full-packing search first, with half the budget (a placement at
     // the bound is optimal). Other instances are refused at once, uncharged.
-    if (hi > lo && (target == 0 || target >= lo) && work < work_budget) {
+    if (full_packing && hi > lo && work < work_budget) {
         Placement p = place_full_packing(b, (work_budget - work) / 2);
         work += p.work;
         if (!p.abandoned) {
