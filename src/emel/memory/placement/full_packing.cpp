@@ -40,6 +40,9 @@ constexpr uint64_t kUnitsPerStep = 7;
 // A look-up or insert in the table of dead ends, which grows to millions of
 // states: about a cache miss.
 constexpr uint64_t kLookupUnits = 200;
+// The table of dead ends stops growing here (about 200 MB): past it, states
+// are searched again rather than remembered.
+constexpr size_t kMostDeadEnds = size_t{1} << 22;
 // Nodes of the first restart; later ones take Luby multiples of it.
 constexpr uint64_t kRestartNodes = 500;
 
@@ -133,6 +136,7 @@ class FullPacking {
             std::fill(mark_.begin(), mark_.end(), 0);
             stamp_ = 1;
         }
+        work += to - from;  // the instants looked at
         if (backward) {
             mark_[to] = stamp_;
             for (uint32_t p = to; p > from; --p) {
@@ -252,6 +256,10 @@ class FullPacking {
         }
     }
 
+    void remember_dead_end(const StateKey& k) {
+        if (failed_.size() < kMostDeadEnds) failed_.insert(k);
+    }
+
     StateKey key() const {
         uint64_t h = 0x243F6A8885A308D3ull;
         for (const Segment& s : skyline_) h = mix64(h ^ (uint64_t{s.from} << 32 | s.to)) ^ mix64(h + s.height);
@@ -317,7 +325,7 @@ class FullPacking {
             f.pool_mark = pool_.size();
             const std::vector<Valley>* parent = stack.empty() ? nullptr : &stack.back().valleys;
             if (failed_.count(f.key) || !find_valleys(parent, f.valleys, work)) {
-                failed_.insert(f.key);
+                remember_dead_end(f.key);
                 pool_.resize(f.pool_mark);
                 return false;
             }
@@ -342,7 +350,7 @@ class FullPacking {
             Frame& f = stack.back();
             undo_to(f.trail_mark);
             if (f.next == f.candidates.size()) {
-                failed_.insert(f.key);  // every way on from here was a dead end
+                remember_dead_end(f.key);  // every way on from here was a dead end
                 pool_.resize(f.pool_mark);
                 stack.pop_back();
                 continue;
