@@ -112,6 +112,11 @@ class FullPacking {
         return {};
     }
 
+    // The deepest partial tiling met: offsets in grains, kUnplaced for the
+    // buffers it had not placed (empty: none).
+    static constexpr uint64_t kUnplaced = UINT64_MAX;
+    const std::vector<uint64_t>& deepest() const { return deepest_; }
+
   private:
     enum class Outcome { Found, Exhausted, OutOfNodes };
 
@@ -256,6 +261,16 @@ class FullPacking {
         }
     }
 
+    // The deepest partial tiling so far, for the fallback when none is
+    // found: kept when it is deeper by at least 1/128 of the buffers (at
+    // most 128 copies).
+    void keep_if_deepest() {
+        if (placed_count_ < deepest_count_ + 1 + rows_.size() / 128) return;
+        deepest_count_ = placed_count_;
+        deepest_.assign(rows_.size(), kUnplaced);
+        for (const Trail& t : trail_) deepest_[t.buffer] = offset_[t.buffer];
+    }
+
     void remember_dead_end(const StateKey& k) {
         if (failed_.size() < kMostDeadEnds) failed_.insert(k);
     }
@@ -356,6 +371,7 @@ class FullPacking {
                 continue;
             }
             place(f.segment, f.candidates[f.next++]);
+            keep_if_deepest();
             // The skyline copied and merged, the state's key, its table look-up.
             work += kUnitsPerStep * 3 * skyline_.size() + kLookupUnits;
             if (placed_count_ == rows_.size()) return Outcome::Found;
@@ -388,6 +404,8 @@ class FullPacking {
     };
     std::vector<Trail> trail_;
     std::vector<uint32_t> pool_;  // the frames' valley lists
+    std::vector<uint64_t> deepest_;
+    size_t deepest_count_ = 0;
     // Dead ends (lookups only: no order of it reaches the answer).
     std::unordered_set<StateKey, StateKeyHash> failed_;
 };
@@ -443,7 +461,31 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
     FullPacking search(b, rows, capacity, grain, changes, index);
     const std::vector<uint64_t> found = search.solve(work_budget - std::min(work, work_budget), work);
     out.work = work;
-    if (found.empty()) return out;
+    if (found.empty()) {
+        // None found: the deepest partial tiling, completed by first fit
+        // (its buffers in the order of their offsets, which keeps each at or
+        // below it, then the others largest first), an answer above the bound.
+        const std::vector<uint64_t>& part = search.deepest();
+        if (part.empty()) return out;
+        std::vector<uint32_t> order, rest;
+        for (size_t i = 0; i < rows.size(); ++i) (part[i] == FullPacking::kUnplaced ? rest : order).push_back(static_cast<uint32_t>(i));
+        std::sort(order.begin(), order.end(), [&](uint32_t i, uint32_t j) {
+            return part[i] != part[j] ? part[i] < part[j] : b.rank[rows[i]] < b.rank[rows[j]];
+        });
+        std::sort(rest.begin(), rest.end(), [&](uint32_t i, uint32_t j) {
+            return b.size[rows[i]] != b.size[rows[j]] ? b.size[rows[i]] > b.size[rows[j]] : b.rank[rows[i]] < b.rank[rows[j]];
+        });
+        order.insert(order.end(), rest.begin(), rest.end());
+        for (uint32_t& i : order) i = rows[i];
+        for (uint32_t x = 0; x < b.count(); ++x)
+            if (!b.searched(x)) order.push_back(x);
+        Placement p = place_greedy(b, order, Fit::First);
+        p.work += out.work + kGreedyUnitsPerStep * 2 * b.count();
+        p.method = "full_packing_search";
+        p.proven_bound = capacity;
+        p.optimal = p.end <= capacity;
+        return p;
+    }
     out.offset.assign(b.count(), 0);
     for (size_t i = 0; i < rows.size(); ++i) out.offset[rows[i]] = found[i] * grain;
     out.end = capacity;

@@ -95,16 +95,23 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
         best.end = incumbent->end;
         best.method = incumbent->method;
     }
-    const uint64_t lo = peak_live_bytes(b), hi = best.end;  // the optimum lies in [lo, hi]
+    const uint64_t lo = peak_live_bytes(b);
+    uint64_t hi = best.end;  // the optimum lies in [lo, hi]
     // Every instant full at the bound, or empty (cut from a full rectangle):
     // the full-packing search first, with half the budget (a placement at
     // the bound is optimal). Other instances are refused at once, uncharged.
     if (full_packing && hi > lo && work < work_budget) {
         Placement p = place_full_packing(b, (work_budget - work) / 2);
         work += p.work;
-        if (!p.abandoned) {
+        if (!p.abandoned && p.optimal) {
             p.work = work;
             return p;
+        }
+        if (!p.abandoned && p.end < best.end) {  // its partial tiling, completed: the incumbent
+            best.offset = std::move(p.offset);
+            best.end = p.end;
+            best.method = p.method;
+            hi = best.end;
         }
     }
     // The instance's conflict lists take memory, and building them time, in
