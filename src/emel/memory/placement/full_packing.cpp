@@ -23,9 +23,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
-#include <unordered_set>
 #include <vector>
 
+#include "emel/memory/placement/failed_states.hpp"
 #include "emel/memory/placement/placement.hpp"
 
 namespace emel::memory {
@@ -36,27 +36,16 @@ namespace {
 // a time index swept, a buffer considered), calibrated so that a budget
 // takes about its milliseconds (kWorkUnitsPerMs) on the perfect packings of
 // 600 buffers (bench/perfect_packing.py), the frames' allocations included.
-constexpr uint64_t kUnitsPerStep = 7;
+constexpr uint64_t kUnitsPerStep = 2;
 // A look-up or insert in the table of dead ends, which grows to millions of
 // states: about a cache miss.
-constexpr uint64_t kLookupUnits = 200;
-// The table of dead ends stops growing here (about 200 MB): past it, states
-// are searched again rather than remembered.
-constexpr size_t kMostDeadEnds = size_t{1} << 22;
+constexpr uint64_t kLookupUnits = 60;
 // Nodes of the first restart; later ones take Luby multiples of it.
 constexpr uint64_t kRestartNodes = 500;
 
 struct Segment {
     uint32_t from, to;  // time indices, [from, to)
     uint64_t height;    // in grains
-};
-
-struct StateKey {
-    uint64_t placed, skyline;
-    bool operator==(const StateKey& o) const { return placed == o.placed && skyline == o.skyline; }
-};
-struct StateKeyHash {
-    size_t operator()(const StateKey& k) const { return static_cast<size_t>(k.placed ^ mix64(k.skyline)); }
 };
 
 // The i-th term (from 0) of the Luby sequence 1 1 2 1 1 2 4 ...
@@ -76,7 +65,8 @@ class FullPacking {
     // time index.
     FullPacking(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t bound, uint64_t grain,
                 const std::vector<uint64_t>& changes, const std::vector<uint32_t>& index)
-        : rows_(rows), height_(bound / grain) {
+        : rows_(rows), height_(bound / grain), failed_(rows.size()) {
+        failed_.begin_run();
         const size_t m = rows.size();
         auto index_of = [&](uint64_t t) {
             return index[static_cast<size_t>(std::lower_bound(changes.begin(), changes.end(), t) - changes.begin())];
@@ -195,6 +185,33 @@ class FullPacking {
         return true;
     }
 
+    // Whether a buffer can still cover the corner of skyline segment k
+    // against its higher neighbour (left: the segment's first instant; right:
+    // its last): one that starts (ends) there, fits above the segment, and
+    // whose lifetime runs over no part of the skyline higher than the
+    // segment (it must rest on the segment's height all along).
+    bool corner_covered(size_t k, bool left, uint64_t& work) const {
+        const Segment& s = skyline_[k];
+        const uint32_t p = left ? s.from : s.to;
+        const auto& begin = left ? starting_ : ending_;
+        const auto& at = left ? starting_at_ : ending_at_;
+        for (uint32_t j = begin[p]; j < begin[p + 1]; ++j) {
+            const uint32_t i = at[j];
+            work += kUnitsPerStep;
+            if (placed_[i] || !fits(i, s.height)) continue;
+            bool rests = true;  // no higher segment under its lifetime
+            if (left) {
+                for (size_t q = k + 1; q < skyline_.size() && skyline_[q].from < upper_[i] && rests; ++q, work += kUnitsPerStep)
+                    rests = skyline_[q].height <= s.height;
+            } else {
+                for (size_t q = k; q-- > 0 && skyline_[q].to > lower_[i] && rests; work += kUnitsPerStep)
+                    rests = skyline_[q].height <= s.height;
+            }
+            if (rests) return true;
+        }
+        return false;
+    }
+
     // Every valley of the skyline with the buffers that can go at its ends,
     // into `valleys`; false when one end has none (a dead end). A valley the
     // parent state had unchanged (same stretch and height) keeps its lists:
@@ -206,8 +223,15 @@ class FullPacking {
             const auto [a, b, h] = skyline_[k];
             work += kUnitsPerStep;
             if (h >= height_) continue;
-            if (k > 0 && skyline_[k - 1].height <= h) continue;
-            if (k + 1 < skyline_.size() && skyline_[k + 1].height <= h) continue;
+            const bool wall_left = k == 0 || skyline_[k - 1].height > h;
+            const bool wall_right = k + 1 == skyline_.size() || skyline_[k + 1].height > h;
+            if (!wall_left || !wall_right) {
+                // A slope: its corner against the higher side still needs a
+                // buffer there whose lifetime runs over no higher skyline.
+                if ((wall_left && !corner_covered(k, true, work)) || (wall_right && !corner_covered(k, false, work)))
+                    return false;
+                continue;
+            }
             if (parent) {
                 while (q < parent->size() && (*parent)[q].from < a) ++q;
                 if (q < parent->size() && (*parent)[q].from == a && (*parent)[q].to == b && (*parent)[q].height == h) {
@@ -229,14 +253,17 @@ class FullPacking {
     }
     // Buffer i onto skyline segment k (its lifetime lies inside it).
     void place(size_t k, uint32_t i) {
-        trail_.push_back({i, skyline_});
+        // The skyline before, onto the flat stack of saved skylines.
+        trail_.push_back({i, saved_.size(), skyline_.size()});
+        saved_.insert(saved_.end(), skyline_.begin(), skyline_.end());
         const Segment s = skyline_[k];
-        std::vector<Segment> pieces;
-        if (lower_[i] > s.from) pieces.push_back({s.from, lower_[i], s.height});
-        pieces.push_back({lower_[i], upper_[i], s.height + size_[i]});
-        if (upper_[i] < s.to) pieces.push_back({upper_[i], s.to, s.height});
+        Segment pieces[3];
+        size_t count = 0;
+        if (lower_[i] > s.from) pieces[count++] = {s.from, lower_[i], s.height};
+        pieces[count++] = {lower_[i], upper_[i], s.height + size_[i]};
+        if (upper_[i] < s.to) pieces[count++] = {upper_[i], s.to, s.height};
         skyline_.erase(skyline_.begin() + static_cast<std::ptrdiff_t>(k));
-        skyline_.insert(skyline_.begin() + static_cast<std::ptrdiff_t>(k), pieces.begin(), pieces.end());
+        skyline_.insert(skyline_.begin() + static_cast<std::ptrdiff_t>(k), pieces, pieces + count);
         // Neighbours of one height are one segment.
         size_t kept = 0;
         for (size_t j = 0; j < skyline_.size(); ++j) {
@@ -251,14 +278,17 @@ class FullPacking {
     }
 
     void undo_to(size_t mark) {
-        while (trail_.size() > mark) {
-            Trail& t = trail_.back();
-            skyline_ = std::move(t.skyline);
-            placed_[t.buffer] = 0;
-            placed_hash_ ^= zobrist_[t.buffer];
+        if (trail_.size() <= mark) return;
+        for (size_t t = trail_.size(); t-- > mark;) {
+            placed_[trail_[t].buffer] = 0;
+            placed_hash_ ^= zobrist_[trail_[t].buffer];
             --placed_count_;
-            trail_.pop_back();
         }
+        const Trail& first = trail_[mark];  // the skyline before the earliest undone
+        skyline_.assign(saved_.begin() + static_cast<std::ptrdiff_t>(first.saved_at),
+                        saved_.begin() + static_cast<std::ptrdiff_t>(first.saved_at + first.saved_count));
+        saved_.resize(first.saved_at);
+        trail_.resize(mark);
     }
 
     // The deepest partial tiling so far, for the fallback when none is
@@ -271,9 +301,7 @@ class FullPacking {
         for (const Trail& t : trail_) deepest_[t.buffer] = offset_[t.buffer];
     }
 
-    void remember_dead_end(const StateKey& k) {
-        if (failed_.size() < kMostDeadEnds) failed_.insert(k);
-    }
+    void remember_dead_end(const StateKey& k) { failed_.insert(k); }
 
     StateKey key() const {
         uint64_t h = 0x243F6A8885A308D3ull;
@@ -320,26 +348,25 @@ class FullPacking {
 
     // One depth-first search from nothing placed, of at most `nodes` nodes.
     Outcome descend(uint64_t restart, uint64_t nodes, uint64_t limit, uint64_t& work) {
-        struct Frame {
-            std::vector<Valley> valleys;
-            std::vector<uint32_t> candidates;
-            size_t next = 0, segment = 0, trail_mark = 0, pool_mark = 0;
-            StateKey key{};
-        };
         undo_to(0);
         pool_.clear();
         skyline_.assign(1, Segment{0, times_ - 1, 0});
-        std::vector<Frame> stack;
-        // The state now as a frame: its valleys, and the valley end with the
-        // fewest buffers that can go there (ties: the earliest valley, its
-        // start first). False at a dead end.
+        // The frames of the path, kept between nodes and restarts for their
+        // vectors' room: frames_[0, depth) are live.
+        size_t depth = 0;
+        // The state now as the next frame: its valleys, and the valley end
+        // with the fewest buffers that can go there (ties: the earliest
+        // valley, its start first). False at a dead end.
         auto open = [&]() {
-            Frame f;
+            if (frames_.size() == depth) frames_.emplace_back();
+            Frame& f = frames_[depth];
+            f.valleys.clear();
+            f.next = 0;
             f.key = key();
             f.trail_mark = trail_.size();
             f.pool_mark = pool_.size();
-            const std::vector<Valley>* parent = stack.empty() ? nullptr : &stack.back().valleys;
-            if (failed_.count(f.key) || !find_valleys(parent, f.valleys, work)) {
+            const std::vector<Valley>* parent = depth == 0 ? nullptr : &frames_[depth - 1].valleys;
+            if (failed_.failed_in_run(f.key) || !find_valleys(parent, f.valleys, work)) {
                 remember_dead_end(f.key);
                 pool_.resize(f.pool_mark);
                 return false;
@@ -356,18 +383,18 @@ class FullPacking {
             f.candidates.assign(pool_.begin() + best->ends_at[best_side],
                                 pool_.begin() + best->ends_at[best_side] + best->ends_count[best_side]);
             order_candidates(f.candidates, restart);
-            stack.push_back(std::move(f));
+            ++depth;
             return true;
         };
         open();
         uint64_t visited = 0;
-        while (!stack.empty()) {
-            Frame& f = stack.back();
+        while (depth > 0) {
+            Frame& f = frames_[depth - 1];
             undo_to(f.trail_mark);
             if (f.next == f.candidates.size()) {
                 remember_dead_end(f.key);  // every way on from here was a dead end
                 pool_.resize(f.pool_mark);
-                stack.pop_back();
+                --depth;
                 continue;
             }
             place(f.segment, f.candidates[f.next++]);
@@ -383,6 +410,13 @@ class FullPacking {
         }
         return Outcome::Exhausted;
     }
+
+    struct Frame {
+        std::vector<Valley> valleys;
+        std::vector<uint32_t> candidates;
+        size_t next = 0, segment = 0, trail_mark = 0, pool_mark = 0;
+        StateKey key{};
+    };
 
     const std::vector<uint32_t>& rows_;
     const uint64_t height_;
@@ -400,14 +434,17 @@ class FullPacking {
     std::vector<Segment> skyline_;
     struct Trail {
         uint32_t buffer;
-        std::vector<Segment> skyline;  // before it was placed
+        size_t saved_at, saved_count;  // the skyline before it was placed, in saved_
     };
     std::vector<Trail> trail_;
+    std::vector<Segment> saved_;
+    std::vector<Frame> frames_;
     std::vector<uint32_t> pool_;  // the frames' valley lists
     std::vector<uint64_t> deepest_;
     size_t deepest_count_ = 0;
-    // Dead ends (lookups only: no order of it reaches the answer).
-    std::unordered_set<StateKey, StateKeyHash> failed_;
+    // Dead ends: one run of the exact search's table (a new one takes its
+    // slot over an old one, so it holds at most its slots).
+    FailedStates failed_;
 };
 
 }  // namespace
