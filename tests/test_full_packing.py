@@ -7,6 +7,8 @@ that the exact search leaves 20% above it, and every other instance is refused b
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import emel.memory as mm
 from perfect_packing import CUTS, cut_rectangle
@@ -60,3 +62,56 @@ def test_alignment_that_the_sizes_do_not_share_refuses_it():
     assert p.method != "full_packing_search"
     assert (p.offsets % 4096 == 0).all()
     assert first_overlap(lower, upper, -(-size // 4096) * 4096, p.offsets) is None
+
+
+def _random_tiling(draw):
+    """Rectangles of one height cut at random (either way, any grain), apart in time or not."""
+    grain = draw(st.sampled_from([1, 3, 64, 4096]))
+    height = draw(st.integers(2, 40))
+    rows = []
+    t = 0
+    for _ in range(draw(st.integers(1, 3))):           # components, maybe with empty time between
+        width = draw(st.integers(1, 30))
+        pieces = [(t, 0, width, height)]
+        for _ in range(draw(st.integers(0, 12))):
+            k = draw(st.integers(0, len(pieces) - 1))
+            t0, y0, w, h = pieces[k]
+            if draw(st.booleans()) and w >= 2:
+                c = draw(st.integers(1, w - 1))
+                pieces[k:k + 1] = [(t0, y0, c, h), (t0 + c, y0, w - c, h)]
+            elif h >= 2:
+                c = draw(st.integers(1, h - 1))
+                pieces[k:k + 1] = [(t0, y0, w, c), (t0, y0 + c, w, h - c)]
+        rows += pieces
+        t += width + draw(st.integers(0, 3))
+    order = draw(st.permutations(range(len(rows))))
+    rows = [rows[i] for i in order]
+    lower = np.array([r[0] for r in rows], dtype=np.int64)
+    upper = np.array([r[0] + r[2] for r in rows], dtype=np.int64)
+    size = np.array([r[3] * grain for r in rows], dtype=np.int64)
+    return lower, upper, size, height * grain
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_random_tilings_are_placed_at_the_bound(data):
+    lower, upper, size, capacity = _random_tiling(data.draw)
+    p = mm.place(lower, upper, size)
+    assert first_overlap(lower, upper, size, p.offsets) is None
+    assert p.lower_bound == capacity
+    assert p.size == capacity and p.optimal                 # small: found whichever pass gets there
+    q = mm.place(lower, upper, size, strategy="optimal")
+    assert first_overlap(lower, upper, size, q.offsets) is None
+    assert q.size == capacity and q.optimal
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_random_tilings_with_room_somewhere_stay_valid(data):
+    lower, upper, size, capacity = _random_tiling(data.draw)
+    k = data.draw(st.integers(0, len(size) - 1))
+    upper = upper.copy()
+    upper[k] = lower[k] + data.draw(st.integers(1, int(upper[k] - lower[k])))   # shorter or the same
+    p = mm.place(lower, upper, size)
+    assert first_overlap(lower, upper, size, p.offsets) is None
+    assert p.size >= p.lower_bound
