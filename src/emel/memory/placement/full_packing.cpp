@@ -253,42 +253,49 @@ class FullPacking {
     }
     // Buffer i onto skyline segment k (its lifetime lies inside it).
     void place(size_t k, uint32_t i) {
-        // The skyline before, onto the flat stack of saved skylines.
-        trail_.push_back({i, saved_.size(), skyline_.size()});
-        saved_.insert(saved_.end(), skyline_.begin(), skyline_.end());
+        // Only segment k and its two neighbours can change (split, or merged
+        // with a neighbour of the new height): that window is saved for the
+        // undo, so a placement costs the same however long the skyline is.
+        const size_t from = k > 0 ? k - 1 : k, to = std::min(k + 2, skyline_.size());
         const Segment s = skyline_[k];
-        Segment pieces[3];
+        Segment window[5];
         size_t count = 0;
-        if (lower_[i] > s.from) pieces[count++] = {s.from, lower_[i], s.height};
-        pieces[count++] = {lower_[i], upper_[i], s.height + size_[i]};
-        if (upper_[i] < s.to) pieces[count++] = {upper_[i], s.to, s.height};
-        skyline_.erase(skyline_.begin() + static_cast<std::ptrdiff_t>(k));
-        skyline_.insert(skyline_.begin() + static_cast<std::ptrdiff_t>(k), pieces, pieces + count);
-        // Neighbours of one height are one segment.
-        size_t kept = 0;
-        for (size_t j = 0; j < skyline_.size(); ++j) {
-            if (kept > 0 && skyline_[kept - 1].height == skyline_[j].height) skyline_[kept - 1].to = skyline_[j].to;
-            else skyline_[kept++] = skyline_[j];
-        }
-        skyline_.resize(kept);
+        auto add = [&](const Segment& piece) {
+            if (count > 0 && window[count - 1].height == piece.height) window[count - 1].to = piece.to;
+            else window[count++] = piece;
+        };
+        if (from < k) add(skyline_[from]);
+        if (lower_[i] > s.from) add({s.from, lower_[i], s.height});
+        add({lower_[i], upper_[i], s.height + size_[i]});
+        if (upper_[i] < s.to) add({upper_[i], s.to, s.height});
+        if (k + 1 < to) add(skyline_[k + 1]);
+        trail_.push_back({i, from, to - from, count, saved_.size()});
+        saved_.insert(saved_.end(), skyline_.begin() + static_cast<std::ptrdiff_t>(from),
+                      skyline_.begin() + static_cast<std::ptrdiff_t>(to));
+        replace(from, to - from, window, window + count);
         offset_[i] = s.height;
         placed_[i] = 1;
         placed_hash_ ^= zobrist_[i];
         ++placed_count_;
     }
 
+    // skyline_[at, at + count) becomes [first, last).
+    void replace(size_t at, size_t count, const Segment* first, const Segment* last) {
+        const auto begin = skyline_.begin() + static_cast<std::ptrdiff_t>(at);
+        skyline_.erase(begin, begin + static_cast<std::ptrdiff_t>(count));
+        skyline_.insert(skyline_.begin() + static_cast<std::ptrdiff_t>(at), first, last);
+    }
+
     void undo_to(size_t mark) {
-        if (trail_.size() <= mark) return;
-        for (size_t t = trail_.size(); t-- > mark;) {
-            placed_[trail_[t].buffer] = 0;
-            placed_hash_ ^= zobrist_[trail_[t].buffer];
+        while (trail_.size() > mark) {
+            const Trail& t = trail_.back();
+            replace(t.at, t.new_count, saved_.data() + t.saved_at, saved_.data() + t.saved_at + t.old_count);
+            saved_.resize(t.saved_at);
+            placed_[t.buffer] = 0;
+            placed_hash_ ^= zobrist_[t.buffer];
             --placed_count_;
+            trail_.pop_back();
         }
-        const Trail& first = trail_[mark];  // the skyline before the earliest undone
-        skyline_.assign(saved_.begin() + static_cast<std::ptrdiff_t>(first.saved_at),
-                        saved_.begin() + static_cast<std::ptrdiff_t>(first.saved_at + first.saved_count));
-        saved_.resize(first.saved_at);
-        trail_.resize(mark);
     }
 
     // The deepest partial tiling so far, for the fallback when none is
@@ -399,7 +406,7 @@ class FullPacking {
             }
             place(f.segment, f.candidates[f.next++]);
             keep_if_deepest();
-            // The skyline copied and merged, the state's key, its table look-up.
+            // The skyline's segments moved, the state's key, its table look-up.
             work += kUnitsPerStep * 3 * skyline_.size() + kLookupUnits;
             if (placed_count_ == rows_.size()) return Outcome::Found;
             if (++visited > nodes || work >= limit) {
@@ -434,7 +441,8 @@ class FullPacking {
     std::vector<Segment> skyline_;
     struct Trail {
         uint32_t buffer;
-        size_t saved_at, saved_count;  // the skyline before it was placed, in saved_
+        size_t at, old_count, new_count;  // skyline_[at, at + new_count) was old_count segments,
+        size_t saved_at;                  // saved_[saved_at, saved_at + old_count)
     };
     std::vector<Trail> trail_;
     std::vector<Segment> saved_;
