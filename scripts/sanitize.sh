@@ -3,7 +3,7 @@
 # then the test suite and a fuzz run against them (docs/reliability.md).
 #
 #   scripts/sanitize.sh                 # the whole suite + a 2-minute fuzz run
-#   scripts/sanitize.sh --subset        # the robustness, C API, ggml, arena, threaded-placement, peak-window and deep-search tests,
+#   scripts/sanitize.sh --subset        # the robustness, C API, ggml, arena, threaded-placement, peak-window, deep-search and full-packing tests,
 #                                       # 2,000 C API probes + 1 minute of every surface
 #   FUZZ_MINUTES=10 scripts/sanitize.sh # a longer fuzz run
 #   scripts/sanitize.sh -- -k ggml      # extra pytest arguments after --
@@ -52,7 +52,7 @@ export EMEL_FUZZ_INSTALLED=1  # fuzz/ imports the sanitized copy on PYTHONPATH
 if [ "$SUBSET" = 1 ]; then
     TESTS=(tests/test_robustness.py tests/test_c_api.py tests/test_ggml.py tests/test_arenas.py
            tests/test_errors.py tests/test_strategies.py tests/test_greedy_index.py
-           tests/test_peak_window.py tests/test_exact_search_scale.py)
+           tests/test_peak_window.py tests/test_exact_search_scale.py tests/test_full_packing.py)
 else
     TESTS=(tests)
 fi
