@@ -18,7 +18,7 @@ The layers, bottom to top (module names relative to ``emel.memory``):
 
 0. primitives: ``emel`` (the top package), errors, cbor, formats (units and
    number formatting), native (where the C API lives), ``_core`` (the
-   compiled C++ core).
+   compiled C++ core), bisection (emel-fit's searches' shared loop).
 1. data model: determinism (hashes, replay tokens), symbolic (symbolic
    dimensions, shape envelopes), graph (the ``emel.graph/1`` document),
    plan_data (``Plan`` and its placements, and the registry of the plan
@@ -60,6 +60,7 @@ PREFIX = "emel.memory."
 LAYERS = {
     # 0: primitives
     "emel": 0, "errors": 0, "cbor": 0, "formats": 0, "native": 0, "_core": 0, "vocabulary": 0,
+    "bisection": 0,
     # 1: data model
     "determinism": 1, "symbolic": 1, "graph": 1, "plan_data": 1, "examples": 1, "arena_layout": 1,
     # 2: graph transformations the planner applies

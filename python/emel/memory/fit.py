@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from .bisection import largest_fitting
 from .errors import PlanError, is_int
 from .formats import fit_sentence, format_bytes, format_bytes_exact
 from .graph import Graph, load_graph
@@ -201,18 +202,7 @@ def max_fit(graph: Any, budget_bytes: Any, dim: str, *, lo: int | None = None,
                          next_value=nxt, next_plan=plans.get(nxt), bytes=tried.get(value),
                          next_bytes=tried.get(nxt), tried=tried)
 
-    if not probe(lo):
-        return result(None, lo)
-    if probe(hi):
-        return result(hi, None)
-    good, bad = lo, hi          # invariant: plan(good) fits, plan(bad) does not
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if probe(mid):
-            good = mid
-        else:
-            bad = mid
-    return result(good, bad)
+    return result(*largest_fitting(probe, lo, hi))
 
 
 # ---------------------------------------------------------------------------

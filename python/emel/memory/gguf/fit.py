@@ -17,6 +17,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from ..bisection import largest_fitting
 from ..errors import PlanError
 from ..formats import fit_sentence, format_bytes
 from . import KV_TYPES, GGUFPrediction, from_gguf, read_model
@@ -98,19 +99,9 @@ def fit_gguf(path, budget: int, dim: str, *, lo: int | None = None, hi: int | No
                        prediction=made.get(good), next_value=None if bad is None else bad * step,
                        next_prediction=made.get(bad), tried=tried)
 
-    if not fits(lo_k):
-        return result(None, lo_k)
-    if fits(hi_k):
-        return result(hi_k, None)
-    good, bad = lo_k, hi_k
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
+    good, bad = largest_fitting(fits, lo_k, hi_k)
     # the proof's predictions with emel's auto placement beside them (already there under --compute auto)
-    if not config["auto"]:
+    if good is not None and bad is not None and not config["auto"]:
         made[good], made[bad] = make(good, auto=True), make(bad, auto=True)
     return result(good, bad)
 
