@@ -16,10 +16,12 @@
 // with the fewest buffers that can go there (a chain of lifetimes must still
 // reach the valley's other end), places one, and goes on; no buffer at all is
 // a dead end. Identical buffers are tried once, and a state (the buffers
-// placed, and the skyline) once found to be a dead end is never searched
-// again. Dead ends can be deep, so it restarts often with node limits that
-// grow along the Luby sequence, cycling through four orders of trying the
-// buffers (the dead ends it proved are kept: they hold for every order).
+// placed, and the skyline) found to be a dead end is not searched again
+// while the exact search's table of failed states still holds it. Dead ends
+// can be deep, so it restarts often with node limits that grow along the
+// Luby sequence, cycling through four orders of trying the buffers (the
+// dead ends it proved are kept: they hold for every order). Where no tiling
+// is found, the deepest partial one met, completed by first fit, is offered.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -32,13 +34,13 @@ namespace emel::memory {
 
 namespace {
 
-// Work units per step of the search (a skyline segment looked at or copied,
-// a time index swept, a buffer considered), calibrated so that a budget
-// takes about its milliseconds (kWorkUnitsPerMs) on the perfect packings of
-// 600 buffers (bench/perfect_packing.py), the frames' allocations included.
+// Work units per step of the search (a skyline segment looked at or moved,
+// a buffer considered; an instant swept costs one unit), calibrated so that
+// a budget takes about its milliseconds (kWorkUnitsPerMs) on the perfect
+// packings of 600 buffers of bench/perfect_packing.py (about 930k units/ms).
 constexpr uint64_t kUnitsPerStep = 2;
-// A look-up or insert in the table of dead ends, which grows to millions of
-// states: about a cache miss.
+// A look-up or insert in the table of dead ends (up to 2^18 slots): about a
+// cache miss.
 constexpr uint64_t kLookupUnits = 60;
 // Nodes of the first restart; later ones take Luby multiples of it.
 constexpr uint64_t kRestartNodes = 500;
