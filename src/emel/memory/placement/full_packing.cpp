@@ -526,20 +526,20 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
         // below it, then the others largest first), an answer above the bound.
         const std::vector<uint64_t>& part = search.deepest();
         if (part.empty()) return out;
-        std::vector<uint32_t> order, rest;
-        for (size_t i = 0; i < rows.size(); ++i) (part[i] == FullPacking::kUnplaced ? rest : order).push_back(static_cast<uint32_t>(i));
-        std::sort(order.begin(), order.end(), [&](uint32_t i, uint32_t j) {
+        std::vector<uint32_t> tiled, rest;
+        for (size_t i = 0; i < rows.size(); ++i) (part[i] == FullPacking::kUnplaced ? rest : tiled).push_back(static_cast<uint32_t>(i));
+        std::sort(tiled.begin(), tiled.end(), [&](uint32_t i, uint32_t j) {
             return part[i] != part[j] ? part[i] < part[j] : b.rank[rows[i]] < b.rank[rows[j]];
         });
         std::sort(rest.begin(), rest.end(), [&](uint32_t i, uint32_t j) {
             return b.size[rows[i]] != b.size[rows[j]] ? b.size[rows[i]] > b.size[rows[j]] : b.rank[rows[i]] < b.rank[rows[j]];
         });
-        order.insert(order.end(), rest.begin(), rest.end());
-        for (uint32_t& i : order) i = rows[i];
+        for (uint32_t& i : tiled) i = rows[i];
+        for (uint32_t& i : rest) i = rows[i];
         for (uint32_t x = 0; x < b.count(); ++x)
-            if (!b.searched(x)) order.push_back(x);
-        Placement p = place_greedy(b, order, Fit::First);
-        p.work += out.work + kGreedyUnitsPerStep * 2 * b.count();
+            if (!b.searched(x)) rest.push_back(x);
+        Placement p = place_first_fit_after(b, tiled, rest);
+        p.work += out.work;
         p.method = "full_packing_search";
         p.proven_bound = capacity;
         p.optimal = p.end <= capacity;

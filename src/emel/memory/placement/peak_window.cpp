@@ -137,18 +137,25 @@ Placement place_around_window(const Buffers& b, const PeakWindow& w, const Place
         if (inside.offset[i] != inside.offset[j]) return inside.offset[i] < inside.offset[j];
         return w.instance.rank[i] < w.instance.rank[j];
     });
+    for (uint32_t& k : window_order) k = w.members[k];
+    Placement p = place_first_fit_after(b, window_order, rest_order, give_up_above);
+    p.method = "peak_window";
+    return p;
+}
+
+Placement place_first_fit_after(const Buffers& b, const std::vector<uint32_t>& first,
+                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above) {
     std::vector<uint32_t> order;
     order.reserve(b.count());
-    std::vector<uint8_t> in_window(b.count(), 0);
-    for (uint32_t k : window_order) {
-        order.push_back(w.members[k]);
-        in_window[w.members[k]] = 1;
+    std::vector<uint8_t> is_first(b.count(), 0);
+    for (uint32_t x : first) {
+        order.push_back(x);
+        is_first[x] = 1;
     }
     for (uint32_t x : rest_order)
-        if (!in_window[x]) order.push_back(x);
+        if (!is_first[x]) order.push_back(x);
     Placement p = place_greedy(b, order, Fit::First, give_up_above);
     p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order
-    p.method = "peak_window";
     return p;
 }
 

@@ -187,6 +187,12 @@ class PeakWindows {
 // (which keeps each at or below it), then the others in `rest_order`.
 Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
                               const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX);
+// Every buffer by first fit: `first` in its order, then the others in
+// `rest_order` (peak_window.cpp; the peak window's and the full-packing
+// search's completion). `first` in the order of offsets some placement gave
+// them keeps each at or below its offset there.
+Placement place_first_fit_after(const Buffers& b, const std::vector<uint32_t>& first,
+                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX);
 
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
 // capacity to try (0: none).
