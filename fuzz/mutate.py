@@ -107,6 +107,15 @@ def mutate_value(rng: random.Random, doc, rounds: int | None = None):
     return doc
 
 
+def substitute_bytes(rng: random.Random, data: bytes, most: int) -> bytes:
+    """1 to ``most`` bytes replaced by random ones, length kept: a damaged model file whose
+    structure mostly still parses (the seeded .pte and ONNX tests)."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, most)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    return bytes(b)
+
+
 def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
     """Byte-level edits: flips, truncation, insertion, duplication."""
     b = bytearray(data)

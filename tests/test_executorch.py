@@ -30,6 +30,7 @@ import emel.memory.executorch as emx  # noqa: E402
 from emel.memory import PlanError  # noqa: E402
 
 import executorch_models as models  # noqa: E402  (bench/, on pytest's pythonpath)
+from mutate import substitute_bytes  # noqa: E402  (fuzz/, on pytest's pythonpath)
 
 # ---------------------------------------------------------------- hand-built specs
 
@@ -409,11 +410,8 @@ def test_damaged_programs_are_a_plan_error(lowered):
     rng = random.Random(32)
     outcomes = {"planned": 0, "refused": 0}
     for _ in range(200):
-        b = bytearray(data)
-        for _ in range(rng.randint(1, 6)):
-            b[rng.randrange(len(b))] = rng.randrange(256)
         try:
-            emx.replan(bytes(b))
+            emx.replan(substitute_bytes(rng, data, 6))
             outcomes["planned"] += 1
         except PlanError as e:
             assert e.code == "INVALID_IR_SHAPES"
