@@ -231,7 +231,7 @@ void AutoRun::try_peak_window(size_t max_buffers) {
     // The bound first: the window holds the peak instant, so its own bound
     // is the instance's.
     const Placement inside =
-        unless_overflow([&] { return place_optimal(w.instance, share, bound_, nullptr, 0, false); }, overflowed_);
+        unless_overflow([&] { return place_optimal(w.instance, share, bound_); }, overflowed_);
     work_ += inside.work;
     if (inside.abandoned) return;
     consider(unless_overflow([&] { return place_around_window(b_, w, inside, by_size_, to_win()); },
@@ -262,7 +262,9 @@ void AutoRun::try_sections() {
 // rectangle): the full-packing search (full_packing.cpp) at the bound, with
 // half of what is left. Found, the answer is proven optimal and the run ends;
 // not found, the rest of the run has the other half. Any other instance is
-// refused by one sweep, which is not charged: there the run is what it was.
+// refused at once (three probes of the live bytes, else one sweep), and not
+// charged: there the run is what it was. auto's later exact searches do not
+// run it again (place_optimal's default).
 void AutoRun::try_full_packing() {
     if (done() || work_ >= work_budget_) return;
     Placement p = unless_overflow([&] { return place_full_packing(b_, left() / 2); }, overflowed_);
@@ -343,8 +345,7 @@ bool AutoRun::exact_search() {
         b_.count() <= kPeakWindowsFrom || (b_.count() <= kSearchUpTo && holds_a_descent());
     if (done() || !search_fits || search_budget == 0) return false;
     Placement p = unless_overflow(
-        [&] { return place_optimal(b_, search_budget, 0, &best_, search_budget / 4, /*full_packing=*/false); },
-        overflowed_);  // (the full-packing search ran after the first pass)
+        [&] { return place_optimal(b_, search_budget, 0, &best_, search_budget / 4); }, overflowed_);
     work_ += p.work;
     // Its proof holds whichever answer is kept: a best answer it proves
     // optimal is not searched further.
@@ -445,9 +446,8 @@ Placement place_auto(const Buffers& b, uint64_t work_budget, uint64_t target) {
     best.optimal = best.optimal || best.end <= best.proven_bound;
     if (target == 0 || best.end <= target || best.optimal) return best;
     uint32_t overflowed = kNoOverflow;
-    // (The full-packing search, deterministic, ran in the first run already.)
-    Placement aimed = unless_overflow(
-        [&] { return place_optimal(b, work_budget, target, nullptr, 0, /*full_packing=*/false); }, overflowed);
+    Placement aimed =
+        unless_overflow([&] { return place_optimal(b, work_budget, target); }, overflowed);
     const uint64_t work = best.work + aimed.work;
     const uint64_t proven = std::max(best.proven_bound, aimed.proven_bound);
     if (!aimed.abandoned && aimed.end < best.end) best = std::move(aimed);

@@ -14,7 +14,7 @@ Placement place_by(const Buffers& b, Strategy s, Fit fit, uint64_t work_budget, 
         case Strategy::GreedyBySize: return place_greedy(b, order_by_size(b), fit);
         case Strategy::BestFit: return place_online_best_fit(b);
         case Strategy::Auto: return place_auto(b, work_budget, target);
-        case Strategy::Optimal: return place_optimal(b, work_budget, target);
+        case Strategy::Optimal: return place_optimal(b, work_budget, target, nullptr, 0, /*full_packing=*/true);
     }
     return place_slots(b);
 }

@@ -106,12 +106,12 @@ struct SearchCosts {
     uint64_t conflict_pairs = 0, build = 0, descent = 0;
 };
 SearchCosts search_costs(const Buffers& b);
-// `full_packing`: try the full-packing search first (the strategy; auto's
-// searches and the time sections pass false: auto tried it after its first
-// pass, and their answers stay what they were).
+// `full_packing`: try the full-packing search first (the `optimal` strategy
+// does; auto tries it after its first pass, so its own searches and the time
+// sections do not).
 Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target = 0,
                         const Placement* incumbent = nullptr, uint64_t neighbourhood_budget = 0,
-                        bool full_packing = true);
+                        bool full_packing = false);
 
 // §5: the exact search under `capacity` alone, its preorders one after
 // another, with `work_budget` (building its instance included): a placement

@@ -414,7 +414,7 @@ uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, co
     incumbent.offset.resize(rows.size());
     for (size_t k = 0; k < rows.size(); ++k) incumbent.offset[k] = end < before ? mine[k] : offset[rows[k]];
     incumbent.end = end;
-    const Placement p = place_optimal(sub, limit - work, 0, &incumbent, 0, /*full_packing=*/false);
+    const Placement p = place_optimal(sub, limit - work, 0, &incumbent);
     work += p.work;
     proven = std::max(proven, p.proven_bound);
     if (!p.abandoned && p.end < end) {
