@@ -198,3 +198,32 @@ def test_race_on_threads_or_by_restarts_agrees():
     assert len(results[0]) == 6 * 3
     # The budget-cut runs must really be cut somewhere, or they test nothing new.
     assert any(not v[4] for k, v in results[0].items() if k.endswith("optimal 20"))
+
+
+_OVERFLOW = """
+# Batch 0 (the 512 largest): two buffers that leave room for one 2^40 on
+# top (h1) and none (h2), and fillers apart in time. Batch 1: x1 and x2 of
+# 2^40 live with h1 and each other (x2 overflows, after x1 in the batch),
+# y of 2^40 live with h2 only (overflows too, later in the order, but
+# first found: it waits for no other buffer of its batch). The pass names
+# x2, as one thread placing in order would.
+lower, upper, size = [0, 100], [10, 110], [2**64 - 2**41, 2**64 - 2**39]
+lower += [1000 + i for i in range(510)]; upper += [1001 + i for i in range(510)]; size += [2**41] * 510
+x2 = len(size) + 1
+lower += [0, 1, 100]; upper += [5, 6, 105]; size += [2**40] * 3
+lower += [3000 + i for i in range(16384)]; upper += [3001 + i for i in range(16384)]; size += [1] * 16384
+try:
+    mm.place(lower, upper, size, "greedy_by_size")
+except mm.PlanError as e:
+    out["named"], out["x2"] = e.tensor, str(x2)
+print(json.dumps(out))
+"""
+
+
+def test_batched_pass_names_the_first_buffer_to_overflow():
+    """Past 16,384 buffers the greedy pass finds a batch's gaps level by
+    level, not in order: the overflow it reports must still be the first in
+    the order, whatever the threads."""
+    results = [_run_script(_OVERFLOW, EMEL_THREADS=threads) for threads in ("1", "2")]
+    assert results[0] == results[1]
+    assert results[0]["named"] == results[0]["x2"]

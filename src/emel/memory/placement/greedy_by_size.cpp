@@ -31,76 +31,113 @@ constexpr size_t kBatch = 512;
 // milliseconds, less than starting threads is worth.
 constexpr size_t kParallelFrom = 16384;
 
-// Marks the buffers of `batch` that are live together with an earlier buffer
-// of the batch: their gap depends on where that one lands.
-void mark_dependent(const Buffers& b, const uint32_t* batch, size_t m, std::vector<uint32_t>& by_lower,
-                    std::vector<uint32_t>& active, std::vector<uint8_t>& dependent) {
-    dependent.assign(m, 0);
-    by_lower.clear();
-    for (uint32_t i = 0; i < m; ++i)
-        if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
-    std::sort(by_lower.begin(), by_lower.end(),
-              [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
-    active.clear();  // batch positions whose interval may still overlap later starts
-    for (uint32_t i : by_lower) {
-        const uint64_t start = b.lower[batch[i]];
-        size_t kept = 0;
-        for (uint32_t j : active) {
-            if (b.upper[batch[j]] <= start) continue;
-            active[kept++] = j;
-            dependent[std::max(i, j)] = 1;  // they overlap: the later one in the order waits
+// Levels of the buffers of each batch: 0 for a buffer live together with no
+// earlier buffer of its batch, else one more than the highest level of those
+// it is live with (their offsets decide its gap). Buffers of one level are
+// never live together, and every buffer an earlier one of the batch is live
+// with has a higher level. The batches' levels are found on the pool's
+// threads, each batch on its own, before the pass: they depend only on the
+// order.
+void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPool& pool,
+                  std::vector<uint16_t>& level) {
+    level.assign(order.size(), 0);
+    const size_t batches = (order.size() + kBatch - 1) / kBatch;
+    pool.run([&](unsigned t) {
+        std::vector<uint32_t> by_lower, active;
+        std::vector<std::pair<uint32_t, uint32_t>> after;  // (later, earlier) positions live together
+        for (size_t k = t; k < batches; k += pool.size()) {
+            const uint32_t* batch = order.data() + k * kBatch;
+            uint16_t* levels = level.data() + k * kBatch;
+            const size_t m = std::min(kBatch, order.size() - k * kBatch);
+            by_lower.clear();
+            for (uint32_t i = 0; i < m; ++i)
+                if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
+            std::sort(by_lower.begin(), by_lower.end(),
+                      [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
+            active.clear();  // batch positions whose interval may still overlap later starts
+            after.clear();
+            for (uint32_t i : by_lower) {
+                const uint64_t start = b.lower[batch[i]];
+                size_t kept = 0;
+                for (uint32_t j : active) {
+                    if (b.upper[batch[j]] <= start) continue;
+                    active[kept++] = j;
+                    after.emplace_back(std::max(i, j), std::min(i, j));
+                }
+                active.resize(kept);
+                active.push_back(i);
+            }
+            // In batch order, each buffer's level is final before a later one reads it.
+            std::sort(after.begin(), after.end());
+            for (const auto& [later, earlier] : after)
+                levels[later] = std::max<uint16_t>(levels[later], static_cast<uint16_t>(levels[earlier] + 1));
         }
-        active.resize(kept);
-        active.push_back(i);
-    }
+    });
 }
 
+// A level this small is found on the calling thread: handing it to the
+// pool costs about as much as its gaps.
+constexpr size_t kPoolLevelFrom = 8;
+
 // The greedy pass on several threads, identical to the one-thread pass: in
-// each batch, the gaps of the buffers that conflict with no earlier buffer of
-// the batch are found at once against the placement so far, then all are
-// placed in order, the others' gaps found then.
+// each batch, level by level, the gaps of a level's buffers are found at
+// once against the placement so far (every buffer they are live with that
+// comes earlier in the order is placed by then), then they are placed.
+// Buffers placed out of order are never live with the ones they pass, so
+// each gap, each charge and the end are the one-thread pass's. An overflow
+// is raised for the earliest buffer of the batch that overflows, as one
+// thread would: every buffer before it was found against the right state.
 template <class Index>
 void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, Index& index,
                           Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
                           uint64_t give_up_above) {
     std::vector<GapFinder> finders;
     for (unsigned t = 0; t < pool.size(); ++t) finders.emplace_back(b);
-    std::vector<uint64_t> early_offset(kBatch), early_work(kBatch);
-    std::vector<uint8_t> dependent, overflow(kBatch);
-    std::vector<uint32_t> by_lower, active, early;
+    std::vector<uint16_t> level;
+    batch_levels(b, order, pool, level);
+    std::vector<uint64_t> found(kBatch), found_work(kBatch);
+    std::vector<uint8_t> overflow(kBatch);
+    std::vector<uint32_t> by_level, level_begin;
     for (size_t start = 0; start < order.size(); start += kBatch) {
         const uint32_t* batch = order.data() + start;
+        const uint16_t* levels = level.data() + start;
         const size_t m = std::min(kBatch, order.size() - start);
-        mark_dependent(b, batch, m, by_lower, active, dependent);
-        early.clear();
-        for (uint32_t i = 0; i < m; ++i)
-            if (!dependent[i]) early.push_back(i);
-        pool.run([&](unsigned t) {
-            const size_t step = pool.size();
-            for (size_t e = t; e < early.size(); e += step) {
-                const uint32_t i = early[e];
-                index.read_ahead([&](size_t k) { return batch[early[e + k * step]]; }, (early.size() - 1 - e) / step);
-                early_work[i] = 0;
-                overflow[i] = 0;
-                try {
-                    early_offset[i] = finders[t].find(index, out.offset, placed, batch[i], fit, early_work[i]);
-                } catch (const PlacementOverflow&) {
-                    overflow[i] = 1;  // raised when its turn comes, as one thread would
+        // The batch's positions grouped by level, in batch order within each.
+        uint16_t top = 0;
+        for (size_t i = 0; i < m; ++i) top = std::max(top, levels[i]);
+        level_begin.assign(size_t{top} + 2, 0);
+        for (size_t i = 0; i < m; ++i) ++level_begin[levels[i] + 1];
+        for (size_t l = 1; l < level_begin.size(); ++l) level_begin[l] += level_begin[l - 1];
+        by_level.resize(m);
+        for (uint32_t i = 0; i < m; ++i) by_level[level_begin[levels[i]]++] = i;
+        for (size_t l = level_begin.size() - 1; l > 0; --l) level_begin[l] = level_begin[l - 1];
+        level_begin[0] = 0;
+        for (size_t l = 0; l <= top; ++l) {
+            const uint32_t* items = by_level.data() + level_begin[l];
+            const size_t count = level_begin[l + 1] - level_begin[l];
+            auto find = [&](unsigned t, size_t step) {
+                for (size_t e = t; e < count; e += step) {
+                    const uint32_t i = items[e];
+                    index.read_ahead([&](size_t k) { return batch[items[e + k * step]]; }, (count - 1 - e) / step);
+                    found_work[i] = 0;
+                    overflow[i] = 0;
+                    try {
+                        found[i] = finders[t].find(index, out.offset, placed, batch[i], fit, found_work[i]);
+                    } catch (const PlacementOverflow&) {
+                        overflow[i] = 1;
+                    }
                 }
+            };
+            if (count >= kPoolLevelFrom) pool.run([&](unsigned t) { find(t, pool.size()); });
+            else find(0, 1);
+            for (size_t e = 0; e < count; ++e) {
+                const uint32_t i = items[e];
+                out.work += found_work[i];
+                if (!overflow[i]) place_at(b, batch[i], found[i], out, placed, index);
             }
-        });
-        for (uint32_t i = 0; i < m; ++i) {
-            const uint32_t x = batch[i];
-            uint64_t chosen;
-            if (dependent[i]) {
-                chosen = finders[0].find(index, out.offset, placed, x, fit, out.work);
-            } else {
-                if (overflow[i]) throw PlacementOverflow(x);
-                chosen = early_offset[i];
-                out.work += early_work[i];
-            }
-            place_at(b, x, chosen, out, placed, index);
         }
+        for (size_t i = 0; i < m; ++i)
+            if (overflow[i]) throw PlacementOverflow(batch[i]);
         // Checked per batch: the batch's gaps were found (and charged) at once.
         if (out.end > give_up_above) {
             out.abandoned = true;

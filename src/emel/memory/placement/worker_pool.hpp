@@ -3,6 +3,8 @@
 // on the number of threads; only the wall time does.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -49,10 +51,32 @@ class WorkerPool {
     std::mutex mutex_;
     std::condition_variable start_, done_;
     const std::function<void(unsigned)>* job_ = nullptr;
-    uint64_t generation_ = 0;
-    unsigned pending_ = 0;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<unsigned> pending_{0};
     bool stop_ = false;
     std::exception_ptr error_;
 };
+
+// Sorts [first, last) by `less`, a strict total order (so the result is the
+// one std::sort gives, however it is split): from kSortOnThreadsFrom
+// elements, in one part per placement thread, sorted at once, then merged.
+constexpr size_t kSortOnThreadsFrom = size_t{1} << 16;
+
+template <class Iter, class Less>
+void sort_on_threads(Iter first, Iter last, Less less) {
+    const size_t n = static_cast<size_t>(last - first);
+    const unsigned threads = n >= kSortOnThreadsFrom ? placement_threads() : 1;
+    if (threads < 2) {
+        std::sort(first, last, less);
+        return;
+    }
+    WorkerPool pool(threads);
+    const size_t parts = pool.size();
+    auto bound = [&](size_t k) { return first + static_cast<std::ptrdiff_t>(n * k / parts); };
+    pool.run([&](unsigned t) { std::sort(bound(t), bound(t + 1), less); });
+    for (size_t width = 1; width < parts; width *= 2)
+        for (size_t k = 0; k + width < parts; k += 2 * width)
+            std::inplace_merge(bound(k), bound(k + width), bound(std::min(parts, k + 2 * width)), less);
+}
 
 }  // namespace emel::memory
