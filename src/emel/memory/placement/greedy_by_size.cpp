@@ -1,6 +1,7 @@
 // greedy_by_size (docs/strategies.md §2): each buffer, biggest first, into the
 // tightest gap among the conflicting buffers already placed.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -151,7 +152,7 @@ constexpr size_t kInOrderFrom = 4096;
 
 template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                                uint64_t give_up_above);
+                                uint64_t give_up_above, WorkerPool* pool);
 
 // Most buffers of the order far (a cache line or more) from the one before
 // in the arrays: random traces by size. Orders that already walk the arrays
@@ -163,9 +164,18 @@ bool scattered(const std::vector<uint32_t>& order) {
 }
 
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                               uint64_t give_up_above) {
-    if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above);
-    return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above);
+                               uint64_t give_up_above, WorkerPool* pool) {
+    if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above, pool);
+    return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
+}
+
+// The threads of a pass in batches (null: one thread). Partners are placed
+// buffers outside the index: one thread keeps their checks simple.
+std::unique_ptr<WorkerPool> pass_threads(const Buffers& b) {
+    if (b.count() < kParallelFrom || b.has_partners() || placement_threads() < 2) return nullptr;
+    auto pool = std::make_unique<WorkerPool>(placement_threads());
+    if (pool->size() < 2) return nullptr;
+    return pool;
 }
 
 }  // namespace
@@ -178,10 +188,11 @@ Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& or
 // (spans are walked in offset order; equal offsets in any order give the
 // same gaps), so the answer and the work are the same.
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
+    const std::unique_ptr<WorkerPool> pool = pass_threads(b);
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))
-        return place_greedy_indexed(b, order, fit, give_up_above);
+        return place_greedy_indexed(b, order, fit, give_up_above, pool.get());
     const size_t m = order.size();
     Buffers in_order;
     in_order.lower.resize(m);
@@ -189,24 +200,28 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     in_order.size.resize(m);
     in_order.alignment.resize(m);
     in_order.rank.resize(m);
-    for (size_t i = 0; i < m; ++i) {
-        const uint32_t x = order[i];
-        in_order.lower[i] = b.lower[x];
-        in_order.upper[i] = b.upper[x];
-        in_order.size[i] = b.size[x];
-        in_order.alignment[i] = b.alignment[x];
-        in_order.rank[i] = b.rank[x];
-    }
+    in_ranges(pool.get(), m, [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) {
+            const uint32_t x = order[i];
+            in_order.lower[i] = b.lower[x];
+            in_order.upper[i] = b.upper[x];
+            in_order.size[i] = b.size[x];
+            in_order.alignment[i] = b.alignment[x];
+            in_order.rank[i] = b.rank[x];
+        }
+    });
     std::vector<uint32_t> in_turn(m);
     std::iota(in_turn.begin(), in_turn.end(), 0u);
     Placement placed;
     try {
-        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above);
+        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above, pool.get());
     } catch (const PlacementOverflow& e) {
         throw PlacementOverflow(order[e.buffer]);
     }
     std::vector<uint64_t> offset(b.count(), 0);
-    for (size_t i = 0; i < m; ++i) offset[order[i]] = placed.offset[i];
+    in_ranges(pool.get(), m, [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) offset[order[i]] = placed.offset[i];
+    });
     placed.offset = std::move(offset);
     return placed;
 }
@@ -215,24 +230,18 @@ namespace {
 
 template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                                uint64_t give_up_above) {
+                                uint64_t give_up_above, WorkerPool* pool) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
     out.method = fit == Fit::Best ? "greedy_by_size" : "greedy_by_size_first_fit";
     std::vector<uint8_t> placed(n, 0);
-    Index index(b);
-    // Partners are placed buffers outside the index: one thread keeps their
-    // checks simple.
-    const bool in_batches = n >= kParallelFrom && !b.has_partners();
-    const unsigned threads = in_batches ? placement_threads() : 1;
-    if (threads > 1) {
-        WorkerPool pool(threads);
-        if (pool.size() > 1) {
-            place_greedy_batched(b, order, fit, index, out, placed, pool, give_up_above);
-            return out;
-        }
+    Index index(b, pool);
+    if (pool) {
+        place_greedy_batched(b, order, fit, index, out, placed, *pool, give_up_above);
+        return out;
     }
+    const bool in_batches = n >= kParallelFrom && !b.has_partners();
     // On one thread, a pass the threads would take in batches is given up
     // where they would, at a batch's end: the work charged, and so every
     // later choice a budget makes, must not depend on the machine's cores.

@@ -8,6 +8,7 @@
 
 #include "emel/memory/core/checked_math.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
 
@@ -40,7 +41,8 @@ using IndexRuns = std::vector<std::pair<size_t, size_t>>;
 template <class Time>
 class BasicPlacedIndex {
   public:
-    explicit BasicPlacedIndex(const Buffers& b) : b_(b) {
+    // `pool` (optional) fills the rows on its threads.
+    explicit BasicPlacedIndex(const Buffers& b, WorkerPool* pool = nullptr) : b_(b) {
         const size_t n = b.count();
         // Live buffers by (length class, lower), sorted as contiguous records.
         std::vector<Key> keys;
@@ -55,16 +57,20 @@ class BasicPlacedIndex {
         position_.assign(n, kNotLive);
         row_.resize(keys.size());
         placed_.assign((keys.size() + 63) / 64, 0);
+        in_ranges(pool, keys.size(), [&](size_t from, size_t to) {
+            for (size_t k = from; k < to; ++k) {
+                const uint32_t x = keys[k].x;
+                position_[x] = static_cast<uint32_t>(k);
+                row_[k] = Row{static_cast<Time>(b.lower[x]), static_cast<Time>(b.upper[x]), Span{0, 0}};
+            }
+        });
         for (size_t k = 0; k < keys.size(); ++k) {
-            const uint32_t x = keys[k].x;
             const unsigned c = keys[k].length_class;
-            position_[x] = static_cast<uint32_t>(k);
-            row_[k] = Row{static_cast<Time>(b.lower[x]), static_cast<Time>(b.upper[x]), Span{0, 0}};
             if (classes_.empty() || classes_.back().length_class != c)
                 classes_.push_back(Class{c, k, k, 0, 0, 0, 0, 0});
             Class& cls = classes_.back();
             cls.end = k + 1;
-            cls.longest = std::max(cls.longest, b.upper[x] - b.lower[x]);
+            cls.longest = std::max<uint64_t>(cls.longest, row_[k].upper - row_[k].lower);
         }
         for (Class& cls : classes_) build_buckets(cls);
     }

@@ -57,6 +57,18 @@ class WorkerPool {
     std::exception_ptr error_;
 };
 
+// fn(from, to) over [0, n) cut in one range per thread of `pool` (null: the
+// whole range on the caller). For loops whose steps write apart.
+template <class Fn>
+void in_ranges(WorkerPool* pool, size_t n, Fn fn) {
+    if (!pool || pool->size() < 2) {
+        fn(size_t{0}, n);
+        return;
+    }
+    const size_t parts = pool->size();
+    pool->run([&](unsigned t) { fn(n * t / parts, n * (t + 1) / parts); });
+}
+
 // Sorts [first, last) by `less`, a strict total order (so the result is the
 // one std::sort gives, however it is split): from kSortOnThreadsFrom
 // elements, in one part per placement thread, sorted at once, then merged.
