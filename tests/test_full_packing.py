@@ -115,3 +115,31 @@ def test_random_tilings_with_room_somewhere_stay_valid(data):
     p = mm.place(lower, upper, size)
     assert first_overlap(lower, upper, size, p.offsets) is None
     assert p.size >= p.lower_bound
+
+
+_RACE = """
+import hashlib, json
+import numpy as np
+import emel.memory as mm
+from perfect_packing import cut_rectangle
+out = {}
+for kind, seed, budget in (("guillotine", 5, None), ("mixed", 2, 200), ("mixed", 0, 30), ("pinwheel", 1, 5)):
+    lower, upper, size, _, _ = cut_rectangle(600, kind=kind, seed=seed)
+    p = mm.place(lower, upper, size, "optimal", time_budget_ms=budget)
+    digest = hashlib.sha256(np.asarray(p.offsets, np.uint64).tobytes()).hexdigest()
+    out[f"{kind} {seed} {budget}"] = [digest, p.size, p.work, p.method, p.optimal]
+print(json.dumps(out))
+"""
+
+
+def test_the_two_searches_give_one_answer_on_any_number_of_threads():
+    """Two searches race, on a thread each where there are two: the answer,
+    the work charged and the verdict must not depend on the threads (one runs
+    after the other on one thread), whether one settles or both run out."""
+    import json, subprocess, sys
+    from repo_data import child_env
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _RACE], env=child_env(EMEL_THREADS=t),
+                                      capture_output=True, text=True, check=True).stdout) for t in ("1", "2")]
+    assert runs[0] == runs[1]
+    verdicts = [v[4] for v in runs[0].values()]
+    assert True in verdicts and False in verdicts  # a race won, and races that ran out

@@ -23,12 +23,14 @@
 // dead ends it proved are kept: they hold for every order). Where no tiling
 // is found, the deepest partial one met, completed by first fit, is offered.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
 #include "emel/memory/placement/failed_states.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
 
@@ -65,9 +67,10 @@ class FullPacking {
     // `rows`: the searched buffers; `grain` divides every size and the bound;
     // `changes`: every row's start and end, ascending, and `index` each one's
     // time index.
+    // `variant` (0 or 1) picks where its cycle of candidate orders starts.
     FullPacking(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t bound, uint64_t grain,
-                const std::vector<uint64_t>& changes, const std::vector<uint32_t>& index)
-        : rows_(rows), height_(bound / grain), failed_(rows.size()) {
+                const std::vector<uint64_t>& changes, const std::vector<uint32_t>& index, unsigned variant)
+        : rows_(rows), height_(bound / grain), variant_(variant), failed_(rows.size()) {
         failed_.begin_run();
         const size_t m = rows.size();
         auto index_of = [&](uint64_t t) {
@@ -92,17 +95,33 @@ class FullPacking {
         offset_.assign(m, 0);
     }
 
-    // A tiling within `budget` work units (`work` grows by what it spends):
-    // each buffer's offset in grains, row for row; empty when none was found.
-    std::vector<uint64_t> solve(uint64_t budget, uint64_t& work) {
-        const uint64_t limit = work + budget;
-        for (uint64_t restart = 0; work < limit; ++restart) {
-            const Outcome r = descend(restart, kRestartNodes * luby(restart), limit, work);
-            if (r == Outcome::Found) return offset_;
-            if (r == Outcome::Exhausted) break;  // no tiling (or a key collision)
+    // What a search settled on, and the work it took.
+    enum class Settled { Tiling, NoTiling, Neither };
+    struct Result {
+        Settled settled = Settled::Neither;
+        uint64_t work = 0;
+    };
+
+    // A tiling within `budget` work units (offsets() then holds it); stopped
+    // as soon as it can no longer settle first in the race whose earliest
+    // settle so far is `earliest` (a race key, below).
+    Result solve(uint64_t budget, const std::atomic<uint64_t>& earliest) {
+        Result r;
+        for (uint64_t restart = 0; r.work < budget; ++restart) {
+            const Outcome o = descend(restart, kRestartNodes * luby(restart), budget, earliest, r.work);
+            if (o == Outcome::Found) r.settled = Settled::Tiling;
+            if (o == Outcome::Exhausted) r.settled = Settled::NoTiling;  // (or a key collision)
+            if (o != Outcome::OutOfNodes) break;
         }
-        return {};
+        return r;
     }
+
+    // Which search settles first: the one that took the least work, then
+    // the lower variant.
+    uint64_t race_key(uint64_t work) const { return 2 * work + variant_; }
+
+    const std::vector<uint64_t>& offsets() const { return offset_; }
+    size_t deepest_count() const { return deepest_count_; }
 
     // The deepest partial tiling met: offsets in grains, kUnplaced for the
     // buffers it had not placed (empty: none).
@@ -110,7 +129,7 @@ class FullPacking {
     const std::vector<uint64_t>& deepest() const { return deepest_; }
 
   private:
-    enum class Outcome { Found, Exhausted, OutOfNodes };
+    enum class Outcome { Found, Exhausted, OutOfNodes, Beaten };
 
     // (index lists of buffers by a time index, CSR: begin offsets into `into`)
     std::vector<uint32_t> lists_by(const std::vector<uint32_t>& time_of, std::vector<uint32_t>& into) const {
@@ -321,7 +340,7 @@ class FullPacking {
     // The order buffers are tried in at a valley end, by restart: small
     // first, long first, large first, or a fixed-seed shuffle.
     void order_candidates(std::vector<uint32_t>& c, uint64_t restart) const {
-        const uint64_t kind = restart % 4;
+        const uint64_t kind = (restart + 2 * variant_) % 4;
         auto length = [&](uint32_t i) { return upper_[i] - lower_[i]; };
         std::sort(c.begin(), c.end(), [&](uint32_t x, uint32_t y) {
             switch (kind) {
@@ -338,7 +357,8 @@ class FullPacking {
                     if (length(x) != length(y)) return length(x) > length(y);
                     break;
                 default: {
-                    const uint64_t kx = mix64(zobrist_[x] ^ restart), ky = mix64(zobrist_[y] ^ restart);
+                    const uint64_t turn = restart ^ (uint64_t{variant_} << 32);
+                    const uint64_t kx = mix64(zobrist_[x] ^ turn), ky = mix64(zobrist_[y] ^ turn);
                     if (kx != ky) return kx < ky;
                 }
             }
@@ -356,7 +376,8 @@ class FullPacking {
     }
 
     // One depth-first search from nothing placed, of at most `nodes` nodes.
-    Outcome descend(uint64_t restart, uint64_t nodes, uint64_t limit, uint64_t& work) {
+    Outcome descend(uint64_t restart, uint64_t nodes, uint64_t limit, const std::atomic<uint64_t>& earliest,
+                    uint64_t& work) {
         undo_to(0);
         pool_.clear();
         skyline_.assign(1, Segment{0, times_ - 1, 0});
@@ -415,6 +436,10 @@ class FullPacking {
                 undo_to(0);
                 return Outcome::OutOfNodes;
             }
+            if (race_key(work) > earliest.load(std::memory_order_relaxed)) {
+                undo_to(0);
+                return Outcome::Beaten;  // the other search settled with less work
+            }
             open();
         }
         return Outcome::Exhausted;
@@ -429,6 +454,7 @@ class FullPacking {
 
     const std::vector<uint32_t>& rows_;
     const uint64_t height_;
+    const unsigned variant_;
     uint32_t times_ = 0;
     std::vector<uint32_t> lower_, upper_;  // time indices
     std::vector<uint64_t> size_;           // in grains
@@ -517,14 +543,51 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
     for (uint32_t x : rows) grain = std::gcd(grain, b.size[x]);
     for (uint32_t x : rows)
         if (grain % b.alignment[x] != 0) return out;
-    FullPacking search(b, rows, capacity, grain, changes, index);
-    const std::vector<uint64_t> found = search.solve(work_budget - std::min(work, work_budget), work);
+    // Two searches race, each with half of what is left, on a thread each
+    // where there are two: their dead ends are heavy-tailed, and two
+    // courses apart finish sooner than one twice as long. The first to
+    // settle (with the least work, then the lower variant) answers; the
+    // other stops once it can no longer settle first. Each is charged its
+    // work up to the winner's, so the answer and the work are the same on
+    // one thread, where they run one after the other.
+    const uint64_t share = (work_budget - std::min(work, work_budget)) / 2;
+    FullPacking searches[2] = {FullPacking(b, rows, capacity, grain, changes, index, 0),
+                               FullPacking(b, rows, capacity, grain, changes, index, 1)};
+    FullPacking::Result result[2];
+    std::atomic<uint64_t> earliest{UINT64_MAX};
+    auto race = [&](unsigned t) {
+        result[t] = searches[t].solve(share, earliest);
+        if (result[t].settled == FullPacking::Settled::Neither) return;
+        const uint64_t key = searches[t].race_key(result[t].work);
+        uint64_t seen = earliest.load();
+        while (key < seen && !earliest.compare_exchange_weak(seen, key)) {
+        }
+    };
+    {
+        WorkerPool pool(std::min(2u, placement_threads()));
+        if (pool.size() == 2) {
+            pool.run(race);
+        } else {
+            race(0);
+            race(1);
+        }
+    }
+    int won = -1;  // the search that settled first
+    for (int t = 0; t < 2; ++t)
+        if (result[t].settled != FullPacking::Settled::Neither &&
+            (won < 0 || searches[t].race_key(result[t].work) < searches[won].race_key(result[won].work)))
+            won = t;
+    for (int t = 0; t < 2; ++t) work += won < 0 ? result[t].work : std::min(result[t].work, result[won].work);
+    const FullPacking* winner = won < 0 ? nullptr : &searches[won];
     out.work = work;
-    if (found.empty()) {
-        // None found: the deepest partial tiling, completed by first fit
+    if (!winner || result[won].settled == FullPacking::Settled::NoTiling) {
+        // None found: the deepest partial tiling (of the search that proved
+        // there is none, else the deeper one; both ran their course), completed by first fit
         // (its buffers in the order of their offsets, which keeps each at or
         // below it, then the others largest first), an answer above the bound.
-        const std::vector<uint64_t>& part = search.deepest();
+        const FullPacking& deeper =
+            winner ? *winner : searches[searches[1].deepest_count() > searches[0].deepest_count() ? 1 : 0];
+        const std::vector<uint64_t>& part = deeper.deepest();
         if (part.empty()) return out;
         std::vector<uint32_t> tiled, rest;
         for (size_t i = 0; i < rows.size(); ++i) (part[i] == FullPacking::kUnplaced ? rest : tiled).push_back(static_cast<uint32_t>(i));
@@ -545,6 +608,7 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
         p.optimal = p.end <= capacity;
         return p;
     }
+    const std::vector<uint64_t>& found = winner->offsets();
     out.offset.assign(b.count(), 0);
     for (size_t i = 0; i < rows.size(); ++i) out.offset[rows[i]] = found[i] * grain;
     out.end = capacity;
