@@ -147,14 +147,23 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         ++widen;
         return false;
     };
+    // The buffers that reach the end: each must come down for the end to.
+    // Found again only after a window moved buffers (most windows do not),
+    // but charged on every window as the two scans it was, so that a budget
+    // buys the same windows.
+    std::vector<uint32_t> tops;
+    uint64_t end = 0;
+    bool moved = true;
     while (work - start < budget) {
-        // The buffers that reach the end: each must come down for the end to.
-        std::vector<uint32_t> tops;
-        uint64_t end = 0;
-        for (uint32_t x = 0; x < n; ++x)
-            if (b.searched(x)) end = std::max(end, best.offset[x] + b.size[x]);
-        for (uint32_t x = 0; x < n; ++x)
-            if (b.searched(x) && best.offset[x] + b.size[x] == end) tops.push_back(x);
+        if (moved) {
+            end = 0;
+            tops.clear();
+            for (uint32_t x = 0; x < n; ++x)
+                if (b.searched(x)) end = std::max(end, best.offset[x] + b.size[x]);
+            for (uint32_t x = 0; x < n; ++x)
+                if (b.searched(x) && best.offset[x] + b.size[x] == end) tops.push_back(x);
+            moved = false;
+        }
         work += 2 * n;
         if (end < best.end) {  // every top came down: a smaller arena
             best.end = end;
@@ -217,6 +226,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         work += std::min(spent, share);
         if (r == Outcome::Found) {
             for (size_t k = 0; k < freed; ++k) best.offset[freed_rows[k]] = offsets[k];
+            moved = true;
             widen = 0;
             failures = 0;
             continue;  // the same top index now names the next buffer still at the end
