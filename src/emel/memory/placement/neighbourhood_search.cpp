@@ -99,29 +99,43 @@ using namespace exact;
 namespace {
 
 // The searched rows by start, so that a window looks only at the rows that
-// start at most the longest lifetime before it, not at every row.
+// may live in it, not at every row. They are grouped by lifetime (1, 2,
+// 3-4, 5-8, ... doubling): a row of a group can start at most the group's
+// longest lifetime before a window and still live in it, so a few long
+// lifetimes (a training step's accumulators) do not send every window back
+// over all the rows.
 struct RowsByStart {
     explicit RowsByStart(const Buffers& b) {
-        for (uint32_t x = 0; x < b.count(); ++x)
-            if (b.searched(x)) {
-                rows.push_back(x);
-                longest = std::max(longest, b.upper[x] - b.lower[x]);
-            }
-        std::stable_sort(rows.begin(), rows.end(), [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
-        for (uint32_t x : rows) lowers.push_back(b.lower[x]);
+        for (uint32_t x = 0; x < b.count(); ++x) {
+            if (!b.searched(x)) continue;
+            const uint64_t length = b.upper[x] - b.lower[x];
+            const size_t c = length <= 1 ? 0 : static_cast<size_t>(64 - __builtin_clzll(length - 1));
+            if (groups.size() <= c) groups.resize(c + 1);
+            groups[c].rows.push_back(x);
+            groups[c].longest = std::max(groups[c].longest, length);
+        }
+        for (Group& g : groups) {
+            std::stable_sort(g.rows.begin(), g.rows.end(), [&](uint32_t x, uint32_t y) { return b.lower[x] < b.lower[y]; });
+            for (uint32_t x : g.rows) g.lowers.push_back(b.lower[x]);
+        }
     }
     // The rows live at some instant of [from, to), in row order.
     void live_in(const Buffers& b, uint64_t from, uint64_t to, std::vector<uint32_t>& out) const {
         out.clear();
-        const uint64_t earliest = from > longest ? from - longest : 0;  // a row live there starts after it
-        for (size_t i = std::lower_bound(lowers.begin(), lowers.end(), earliest) - lowers.begin();
-             i < lowers.size() && lowers[i] < to; ++i)
-            if (b.upper[rows[i]] > from) out.push_back(rows[i]);
+        for (const Group& g : groups) {
+            const uint64_t earliest = from > g.longest ? from - g.longest : 0;  // a row live there starts after it
+            for (size_t i = std::lower_bound(g.lowers.begin(), g.lowers.end(), earliest) - g.lowers.begin();
+                 i < g.lowers.size() && g.lowers[i] < to; ++i)
+                if (b.upper[g.rows[i]] > from) out.push_back(g.rows[i]);
+        }
         std::sort(out.begin(), out.end());
     }
-    std::vector<uint32_t> rows;
-    std::vector<uint64_t> lowers;
-    uint64_t longest = 0;
+    struct Group {
+        std::vector<uint32_t> rows;    // by start
+        std::vector<uint64_t> lowers;  // their starts
+        uint64_t longest = 0;
+    };
+    std::vector<Group> groups;
 };
 
 }  // namespace
