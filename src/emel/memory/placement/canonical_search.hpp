@@ -174,10 +174,12 @@ class CanonicalSearch {
     // proves nothing about the instance.
     // `given`, when set, holds each buffer's obstacles from outside the
     // instance ((offset, top) pairs), for an instance of free buffers only.
+    // `cancel`, when set, stops the search (out of budget) once it holds 0.
     Outcome run_around(uint64_t capacity, int heuristic, uint64_t limit, const std::vector<uint8_t>& free,
                        const std::vector<uint64_t>& fixed, std::vector<uint64_t>& offsets, uint64_t& work,
-                       const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* given = nullptr) {
-        reset(capacity, heuristic, limit, nullptr, nullptr, offsets);
+                       const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* given = nullptr,
+                       const std::atomic<uint64_t>* cancel = nullptr) {
+        reset(capacity, heuristic, limit, cancel, nullptr, offsets);
         ops_ += in_.n + in_.sections;  // the state set afresh
         obstacles_.resize(in_.n);
         Partition part{{}, 0, static_cast<uint32_t>(in_.sections)};

@@ -4,7 +4,9 @@
 // (improve_peak, after the capacity ladder), and in windows of time on
 // instances it does not (improve_by_windows, from auto).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -140,19 +142,20 @@ struct RowsByStart {
 
 }  // namespace
 
-void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
-    // Partners may live outside any window: their constraint would be lost.
-    if (b.has_partners() || b.count() == 0) return;
-    const size_t n = b.count();
-    const uint64_t start = work;
-    size_t next_top = 0;   // which top buffer to lower next (round robin)
-    unsigned widen = 0;    // how far the window reaches past the buffer's lifetime
+namespace {
+
+// Where the window loop stands: which top buffer it lowers next (round
+// robin), how far the window reaches past that buffer's lifetime, the
+// failures since the last window that moved buffers, and the work so far.
+struct WindowCursor {
+    size_t next_top = 0;
+    unsigned widen = 0;
     unsigned failures = 0;
-    const RowsByStart by_start(b);
-    std::vector<uint32_t> live;
+    uint64_t work = 0;
+
     // Wider around the same top buffer, or (too wide, or told to) the next
     // top buffer's own lifetime; true when it moved to the next top buffer.
-    auto next_window = [&](bool next_top_now) {
+    bool next_window(bool next_top_now) {
         if (next_top_now || widen >= kWidenings) {
             widen = 0;
             ++next_top;
@@ -160,7 +163,61 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         }
         ++widen;
         return false;
+    }
+};
+
+// A window to search: its rows; once built, its search's instance and
+// obstacles; once charged, its share, preorder and capacity; once run, the
+// outcome.
+struct WindowJob {
+    uint64_t from = 0, to = 0;
+    std::vector<uint32_t> freed_rows, crossing;
+    Buffers sub;
+    SearchCosts costs;
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles;
+    uint64_t share = 0, capacity = 0;
+    int heuristic = 0;
+    bool ran = false;  // searched (false: not yet, or no stack for it)
+    Outcome outcome = Outcome::OutOfBudget;
+    uint64_t spent = 0;
+    std::vector<uint64_t> offsets;
+};
+
+// The exact search of a charged window, around its fixed neighbours. On the
+// caller's thread a deep one gets a stack of its own; `deep_stack`: this
+// thread's holds kWindowFreed levels. `cancel` (optional) stops it once 0.
+void search_window(WindowJob& job, bool deep_stack, const std::atomic<uint64_t>* cancel = nullptr) {
+    const size_t freed = job.freed_rows.size();
+    const CanonicalInstance instance(job.sub);
+    CanonicalSearch search(instance);
+    std::vector<uint8_t> free(freed, 1);
+    std::vector<uint64_t> fixed(freed, 0);
+    job.spent = 0;
+    auto run = [&] {
+        job.outcome = search.run_around(job.capacity, job.heuristic, job.share, free, fixed, job.offsets, job.spent,
+                                        &job.obstacles, cancel);
     };
+    job.ran = true;
+    if (deep_stack || freed <= kCallerStackLevels) run();
+    else job.ran = run_on_stack(kStackBase + kStackPerLevel * freed, run);
+}
+
+}  // namespace
+
+// Window neighbourhoods: windows of time around a buffer at the end, their
+// buffers searched again around the others, one window after another. Most
+// windows find nothing and leave the placement as it was, so where a second
+// thread is free, the window the loop would search next if the current one
+// fails (and spends all of its share) is built and searched beside it. That
+// result is taken only when the loop, the current one having failed, asks for
+// the same window with the same share, preorder and capacity: the answer and
+// the work are those of one window after another.
+void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
+    // Partners may live outside any window: their constraint would be lost.
+    if (b.has_partners() || b.count() == 0) return;
+    const size_t n = b.count();
+    const uint64_t start = work;
+    const RowsByStart by_start(b);
     // The buffers that reach the end: each must come down for the end to.
     // Found again only after a window moved buffers (most windows do not),
     // but charged on every window as the two scans it was, so that a budget
@@ -168,7 +225,85 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
     std::vector<uint32_t> tops;
     uint64_t end = 0;
     bool moved = true;
-    while (work - start < budget) {
+    auto failures_allowed = [&](unsigned per_window) {
+        return tops.size() * (kWidenings + 1) * per_window;
+    };
+
+    // From cursor c, the next window worth a search (true), past those that
+    // cannot lower the end; false where the loop ends. `rows`: scratch.
+    auto select = [&](WindowCursor& c, WindowJob& job, std::vector<uint32_t>& rows) {
+        while (c.work - start < budget) {
+            c.work += 2 * n;
+            if (tops.empty() || end == 0) return false;
+            const uint32_t p = tops[c.next_top % tops.size()];
+            const uint64_t length = b.upper[p] - b.lower[p];
+            const uint64_t reach = c.widen == 0 ? 0 : length << (c.widen - 1);
+            job.from = b.lower[p] > reach ? b.lower[p] - reach : 0;
+            job.to = b.upper[p] > UINT64_MAX - reach ? UINT64_MAX : b.upper[p] + reach;
+            // Free: the buffers live only inside the window. Their obstacles:
+            // the others live with them, all of which are live in the window.
+            job.freed_rows.clear();
+            job.crossing.clear();
+            bool top_fixed = false;
+            by_start.live_in(b, job.from, job.to, rows);
+            for (uint32_t x : rows) {
+                if (b.lower[x] >= job.from && b.upper[x] <= job.to) {
+                    job.freed_rows.push_back(x);
+                } else {
+                    job.crossing.push_back(x);
+                    top_fixed = top_fixed || best.offset[x] + b.size[x] == end;
+                }
+            }
+            c.work += n;  // charged as the scan of every row it replaces
+            const bool too_large = job.freed_rows.size() > kWindowFreed;
+            if (!top_fixed && !too_large) return true;
+            // This window cannot lower the end: the next one.
+            if (c.next_window(too_large) && ++c.failures > failures_allowed(1)) return false;
+        }
+        return false;
+    };
+    // The search's instance and obstacles for a selected window.
+    auto build = [&](WindowJob& job) {
+        job.sub = cut_to_window(b, job.freed_rows, job.from, job.to);  // nothing cut: they live inside
+        job.costs = search_costs(job.sub);
+        const size_t freed = job.freed_rows.size();
+        job.obstacles.assign(freed, {});
+        for (uint32_t k = 0; k < freed; ++k) {
+            const uint32_t x = job.freed_rows[k];
+            for (uint32_t z : job.crossing)
+                if (b.lower[z] < b.upper[x] && b.lower[x] < b.upper[z])
+                    job.obstacles[k].emplace_back(best.offset[z], best.offset[z] + b.size[z]);
+        }
+    };
+    // The build charged at cursor c, and the search's share, preorder and
+    // capacity set; false where the budget does not hold it (the loop ends).
+    auto charge = [&](WindowCursor& c, WindowJob& job) {
+        const uint64_t freed = job.freed_rows.size();
+        if (c.work - start + job.costs.build + freed * job.crossing.size() >= budget) return false;
+        c.work += job.costs.build + freed * job.crossing.size();
+        job.share = std::min<uint64_t>(budget - (c.work - start),
+                                       std::max<uint64_t>(uint64_t{1} << 16, 256 * freed * freed));
+        job.heuristic = static_cast<int>(c.failures % CanonicalSearch::kHeuristics);
+        job.capacity = end - 1;
+        return true;
+    };
+    // A failed search's step; false where the loop ends.
+    auto after_failure = [&](WindowCursor& c) {
+        c.next_window(false);
+        return ++c.failures <= failures_allowed(3);
+    };
+
+    std::unique_ptr<WorkerPool> pool;
+    if (placement_threads() >= 2) {
+        pool = std::make_unique<WorkerPool>(2, kStackBase + kStackPerLevel * kWindowFreed);
+        if (pool->size() < 2) pool.reset();
+    }
+    std::vector<uint32_t> rows, rows_ahead;
+    WindowJob job, ahead;
+    bool have_ahead = false;
+    WindowCursor c;
+    c.work = work;
+    while (c.work - start < budget) {
         if (moved) {
             end = 0;
             tops.clear();
@@ -177,77 +312,72 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             for (uint32_t x = 0; x < n; ++x)
                 if (b.searched(x) && best.offset[x] + b.size[x] == end) tops.push_back(x);
             moved = false;
-        }
-        work += 2 * n;
-        if (end < best.end) {  // every top came down: a smaller arena
-            best.end = end;
-            best.method = "window_neighbourhood_search";
-            for (uint32_t x = 0; x < n; ++x)  // rows outside every search at 0, as the exact search leaves them
-                if (!b.searched(x)) best.offset[x] = 0;
-        }
-        if (tops.empty() || end == 0) return;
-        const uint32_t p = tops[next_top % tops.size()];
-        const uint64_t length = b.upper[p] - b.lower[p];
-        const uint64_t reach = widen == 0 ? 0 : length << (widen - 1);
-        const uint64_t from = b.lower[p] > reach ? b.lower[p] - reach : 0;
-        const uint64_t to = b.upper[p] > UINT64_MAX - reach ? UINT64_MAX : b.upper[p] + reach;
-        // Free: the buffers live only inside the window. Their obstacles:
-        // the others live with them, all of which are live in the window.
-        std::vector<uint32_t> freed_rows, crossing;
-        bool top_fixed = false;
-        by_start.live_in(b, from, to, live);
-        for (uint32_t x : live) {
-            if (b.lower[x] >= from && b.upper[x] <= to) {
-                freed_rows.push_back(x);
-            } else {
-                crossing.push_back(x);
-                top_fixed = top_fixed || best.offset[x] + b.size[x] == end;
+            if (end < best.end) {  // every top came down: a smaller arena
+                best.end = end;
+                best.method = "window_neighbourhood_search";
+                for (uint32_t x = 0; x < n; ++x)  // rows outside every search at 0, as the exact search leaves them
+                    if (!b.searched(x)) best.offset[x] = 0;
             }
         }
-        work += n;  // charged as the scan of every row it replaces
-        const size_t freed = freed_rows.size();
-        const bool too_large = freed > kWindowFreed;
-        if (top_fixed || too_large) {  // this window cannot lower the end: the next one
-            if (next_window(too_large) && ++failures > tops.size() * (kWidenings + 1)) return;
-            continue;
+        if (!select(c, job, rows)) break;
+        // The window searched ahead, when it is this one (selected from the
+        // same state): its build stands, and its result where the share,
+        // preorder and capacity are the same.
+        const bool same_window = have_ahead && ahead.from == job.from && ahead.to == job.to;
+        have_ahead = false;
+        if (same_window) {
+            std::swap(job, ahead);
+        } else {
+            build(job);
+            job.ran = false;
         }
-        const Buffers sub = cut_to_window(b, freed_rows, from, to);  // nothing cut: they live inside
-        const SearchCosts costs = search_costs(sub);
-        if (work - start + costs.build + freed * crossing.size() >= budget) return;
-        work += costs.build;
-        // Each freed buffer's obstacles: the crossing buffers live with it.
-        std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(freed);
-        for (uint32_t k = 0; k < freed; ++k) {
-            const uint32_t x = freed_rows[k];
-            for (uint32_t z : crossing)
-                if (b.lower[z] < b.upper[x] && b.lower[x] < b.upper[z])
-                    obstacles[k].emplace_back(best.offset[z], best.offset[z] + b.size[z]);
+        const WindowJob* searched_ahead = same_window && job.ran ? &job : nullptr;
+        const uint64_t ahead_share = job.share, ahead_capacity = job.capacity;
+        const int ahead_heuristic = job.heuristic;
+        if (!charge(c, job)) break;
+        const bool result_stands = searched_ahead && job.share == ahead_share && job.heuristic == ahead_heuristic &&
+                                   job.capacity == ahead_capacity;
+        if (!result_stands) {
+            // Ahead: the next window as if this one fails having spent all of
+            // its share, searched only where its own share then comes out
+            // whole (not cut by the budget), so that it is what the loop asks
+            // for next if this one fails, whatever this one spends.
+            WindowCursor next = c;
+            next.work += job.share;
+            have_ahead = pool && after_failure(next) && select(next, ahead, rows_ahead);
+            if (have_ahead) {
+                // A window that moves buffers makes the one ahead useless:
+                // it is stopped (and not used: cancelled counts as not run).
+                std::atomic<uint64_t> ahead_go{UINT64_MAX};
+                pool->run([&](unsigned t) {
+                    if (t == 0) {
+                        search_window(job, false);
+                        if (job.outcome == Outcome::Found) ahead_go.store(0);
+                        return;
+                    }
+                    build(ahead);
+                    ahead.ran = false;
+                    const uint64_t cap = std::max<uint64_t>(uint64_t{1} << 16, 256 * ahead.freed_rows.size() *
+                                                                                 ahead.freed_rows.size());
+                    if (charge(next, ahead) && ahead.share == cap) search_window(ahead, true, &ahead_go);
+                });
+            } else {
+                search_window(job, false);
+            }
+            if (!job.ran) break;  // no stack deep enough for it
         }
-        work += freed * crossing.size();
-        const CanonicalInstance instance(sub);
-        CanonicalSearch search(instance);
-        std::vector<uint8_t> free(freed, 1);
-        std::vector<uint64_t> fixed(freed, 0), offsets;
-        const uint64_t share = std::min<uint64_t>(budget - (work - start),
-                                                  std::max<uint64_t>(uint64_t{1} << 16, 256 * freed * freed));
-        uint64_t spent = 0;
-        Outcome r = Outcome::OutOfBudget;
-        auto run = [&] {
-            r = search.run_around(end - 1, static_cast<int>(failures % CanonicalSearch::kHeuristics), share, free, fixed, offsets, spent, &obstacles);
-        };
-        if (freed <= kCallerStackLevels) run();
-        else if (!run_on_stack(kStackBase + kStackPerLevel * freed, run)) return;
-        work += std::min(spent, share);
-        if (r == Outcome::Found) {
-            for (size_t k = 0; k < freed; ++k) best.offset[freed_rows[k]] = offsets[k];
+        c.work += std::min(job.spent, job.share);
+        if (job.outcome == Outcome::Found) {
+            for (size_t k = 0; k < job.freed_rows.size(); ++k) best.offset[job.freed_rows[k]] = job.offsets[k];
             moved = true;
-            widen = 0;
-            failures = 0;
+            have_ahead = false;  // built against the placement before
+            c.widen = 0;
+            c.failures = 0;
             continue;  // the same top index now names the next buffer still at the end
         }
-        next_window(false);
-        if (++failures > tops.size() * (kWidenings + 1) * 3) return;
+        if (!after_failure(c)) break;
     }
+    work = c.work;
 }
 
 }  // namespace emel::memory
