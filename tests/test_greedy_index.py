@@ -149,6 +149,12 @@ for fam in ("uniform", "transformer"):
 # the work charged (and so every later budget choice) depends on the cores.
 lower, upper, size = st.generate("uniform", 40000, 2)
 record("uniform auto 1000", mm.place(lower, upper, size, "auto", time_budget_ms=1000), verdicts=False)
+# Time sections whose later sections are searched (the preorders side by
+# side) and window neighbourhoods searched one ahead: an unflushed 1F1B trace.
+import workload_traces as wt
+lower, upper, size = wt.generate("pipeline_1f1b_noflush", 21504, 3)
+for strategy in ("auto", "optimal"):
+    record(f"1f1b {{strategy}} 600", mm.place(lower, upper, size, strategy, time_budget_ms=600))
 # The exact search races its three preorders on a thread each past 64 buffers
 # (D: many decisions cut by the budget, searches cancelled by a faster one).
 for name in ("D", "G", "H", "K"):
@@ -165,7 +171,7 @@ def test_thread_count_changes_nothing():
     use threads; offsets, size, work and verdicts must not depend on how many."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 1 + 12
+    assert len(results[0]) == 6 + 1 + 2 + 12
 
 
 _RACE = """

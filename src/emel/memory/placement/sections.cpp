@@ -25,8 +25,11 @@
 // Components of the same shape (the same rows, shifted in time: the
 // iterations of a training loop) are solved once.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -179,6 +182,78 @@ uint64_t peak_instant(const Buffers& b, const std::vector<uint32_t>& rows, uint6
     return at;
 }
 
+// A section placed around fixed neighbours: the three preorders in turn,
+// each with `each` units, until one places it under `capacity` (into
+// `offsets`; true). Where threads are free they search at once, a later one
+// stopped as soon as an earlier one has placed it, and the outcome and the
+// work charged are those of one after another: each up to the first that
+// placed it.
+bool search_preorders_in_turn(const CanonicalInstance& instance, uint64_t capacity, uint64_t each,
+                              const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& obstacles,
+                              std::vector<uint64_t>& offsets, uint64_t& work) {
+    constexpr int kH = CanonicalSearch::kHeuristics;
+    const size_t m = instance.n;
+    const std::vector<uint8_t> free(m, 1);
+    const std::vector<uint64_t> fixed(m, 0);
+    struct Turn {
+        Outcome outcome = Outcome::OutOfBudget;
+        uint64_t spent = 0;
+        std::vector<uint64_t> offsets;
+        bool ran = false;  // false: no stack deep enough, or not needed
+    };
+    std::array<Turn, kH> turn;
+    const size_t stack = m > kCallerStackLevels ? kStackBase + kStackPerLevel * m : 0;
+    const unsigned threads = std::min<unsigned>(kH, placement_threads());
+    std::unique_ptr<WorkerPool> pool;
+    if (threads > 1) {
+        pool = std::make_unique<WorkerPool>(threads, stack);
+        if (pool->size() < 2) pool.reset();
+    }
+    if (pool) {
+        // go[h] drops to 0 once an earlier preorder has placed the section.
+        std::array<std::atomic<uint64_t>, kH> go;
+        for (auto& g : go) g.store(UINT64_MAX);
+        pool->run([&](unsigned t) {
+            for (int h = static_cast<int>(t); h < kH; h += static_cast<int>(pool->size())) {
+                if (go[h].load() == 0) return;
+                CanonicalSearch search(instance);
+                auto run = [&] {
+                    turn[h].outcome = search.run_around(capacity, h, each, free, fixed, turn[h].offsets,
+                                                        turn[h].spent, &obstacles, &go[h]);
+                };
+                // The pool's own threads have the stack; the caller's may not.
+                turn[h].ran = true;
+                if (t != 0 || m <= kCallerStackLevels) run();
+                else turn[h].ran = run_on_stack(stack, run);
+                if (turn[h].outcome == Outcome::Found)
+                    for (int later = h + 1; later < kH; ++later) go[later].store(0);
+            }
+        });
+    } else {
+        CanonicalSearch search(instance);
+        for (int h = 0; h < kH; ++h) {
+            auto run = [&] {
+                turn[h].outcome = search.run_around(capacity, h, each, free, fixed, turn[h].offsets, turn[h].spent,
+                                                    &obstacles);
+            };
+            turn[h].ran = true;
+            if (m <= kCallerStackLevels) run();
+            else turn[h].ran = run_on_stack(stack, run);
+            if (!turn[h].ran || turn[h].outcome == Outcome::Found) break;
+        }
+    }
+    // One after another: each charged, up to the first that placed it.
+    for (int h = 0; h < kH; ++h) {
+        if (!turn[h].ran) return false;
+        work += std::min(turn[h].spent, each);
+        if (turn[h].outcome == Outcome::Found) {
+            offsets.swap(turn[h].offsets);
+            return true;
+        }
+    }
+    return false;
+}
+
 // One component's rows in start order, placed in time sections (b): into
 // `offset` (rows outside the component untouched). Returns the component's
 // end, or UINT64_MAX once it passes `give_up_above` or the budget.
@@ -299,19 +374,8 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             work += spent;
             found = r == Outcome::Found && end_of(sub, instance.active, tried) <= capacity;
         } else {
-            CanonicalSearch search(instance);
-            std::vector<uint8_t> free(m, 1);
-            std::vector<uint64_t> fixed(m, 0);
-            for (int h = 0; h < CanonicalSearch::kHeuristics && !found; ++h) {
-                uint64_t spent = 0;
-                Outcome r = Outcome::OutOfBudget;
-                const uint64_t each = share / CanonicalSearch::kHeuristics;
-                auto run = [&] { r = search.run_around(capacity, h, each, free, fixed, tried, spent, &obstacles); };
-                if (m <= kCallerStackLevels) run();
-                else if (!run_on_stack(kStackBase + kStackPerLevel * m, run)) break;
-                work += std::min(spent, each);
-                found = r == Outcome::Found;
-            }
+            found = search_preorders_in_turn(instance, capacity, share / CanonicalSearch::kHeuristics, obstacles,
+                                             tried, work);
         }
         if (found) placed.swap(tried);
         return found;
