@@ -39,6 +39,10 @@ constexpr size_t kParallelFrom = 16384;
 // with has a higher level. The batches' levels are found on the pool's
 // threads, each batch on its own, before the pass: they depend only on the
 // order.
+// Pairs of a batch's buffers live together, per buffer, past which the
+// batch counts as dense (placed one by one, not sorted out into levels).
+constexpr size_t kDensePairsPerBuffer = 8;
+
 void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPool& pool,
                   std::vector<uint16_t>& level) {
     level.assign(order.size(), 0);
@@ -57,7 +61,11 @@ void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPo
                       [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
             active.clear();  // batch positions whose interval may still overlap later starts
             after.clear();
-            for (uint32_t i : by_lower) {
+            // A batch whose buffers mostly live together (a layer of a
+            // layered trace) is placed one by one: each its own level.
+            const size_t most_pairs = kDensePairsPerBuffer * m;
+            for (size_t k = 0; k < by_lower.size() && after.size() <= most_pairs; ++k) {
+                const uint32_t i = by_lower[k];
                 const uint64_t start = b.lower[batch[i]];
                 size_t kept = 0;
                 for (uint32_t j : active) {
@@ -67,6 +75,10 @@ void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPo
                 }
                 active.resize(kept);
                 active.push_back(i);
+            }
+            if (after.size() > most_pairs) {
+                for (uint32_t i = 0; i < m; ++i) levels[i] = static_cast<uint16_t>(i);
+                continue;
             }
             // In batch order, each buffer's level is final before a later one reads it.
             std::sort(after.begin(), after.end());
@@ -91,11 +103,9 @@ constexpr size_t kPoolLevelFrom = 8;
 template <class Index>
 void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, Index& index,
                           Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
-                          uint64_t give_up_above) {
+                          const std::vector<uint16_t>& level, uint64_t give_up_above) {
     std::vector<GapFinder> finders;
     for (unsigned t = 0; t < pool.size(); ++t) finders.emplace_back(b);
-    std::vector<uint16_t> level;
-    batch_levels(b, order, pool, level);
     std::vector<uint64_t> found(kBatch), found_work(kBatch);
     std::vector<uint8_t> overflow(kBatch);
     std::vector<uint32_t> by_level, level_begin;
@@ -238,8 +248,17 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
     std::vector<uint8_t> placed(n, 0);
     Index index(b, pool);
     if (pool) {
-        place_greedy_batched(b, order, fit, index, out, placed, *pool, give_up_above);
-        return out;
+        // Threads pay where most buffers of a batch wait on none before them
+        // (random lifetimes); where most wait (a layered trace by size, each
+        // layer's buffers live together) the levels are short and one
+        // thread is faster: there the pass below runs, which is the same.
+        std::vector<uint16_t> level;
+        batch_levels(b, order, *pool, level);
+        const size_t at_once = static_cast<size_t>(std::count(level.begin(), level.end(), uint16_t{0}));
+        if (2 * at_once >= level.size()) {
+            place_greedy_batched(b, order, fit, index, out, placed, *pool, level, give_up_above);
+            return out;
+        }
     }
     const bool in_batches = n >= kParallelFrom && !b.has_partners();
     // On one thread, a pass the threads would take in batches is given up
