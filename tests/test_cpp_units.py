@@ -3,8 +3,9 @@ exact search's preorder race), run from the Python suite so that CI runs them.
 
 They are built here with the system C++ compiler against the installed C
 library (emel.memory.native), in a few seconds: the two header-only parts
-(placement/placed_index.hpp, failed_states.hpp) from src/, the race through
-emel_place_ex. A CMake build of them (cmake -DEMEL_BUILD_CPP_TESTS=ON) is run
+(placement/placed_index.hpp, failed_states.hpp) from src/, with the worker
+pool the index may fill its rows on (placement/worker_pool.cpp), the race
+through emel_place_ex. A CMake build of them (cmake -DEMEL_BUILD_CPP_TESTS=ON) is run
 instead when EMEL_CPP_TESTS_BIN names its emel_cpp_tests binary."""
 
 import os
@@ -18,7 +19,7 @@ import pytest
 from emel.memory import native
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = sorted((ROOT / "tests" / "cpp").glob("*.cpp"))
+SOURCES = [*sorted((ROOT / "tests" / "cpp").glob("*.cpp")), ROOT / "src" / "emel" / "memory" / "placement" / "worker_pool.cpp"]
 #: Every TEST of tests/cpp/: a test that stops being registered (or built) fails here.
 EXPECTED = {
     "failed_states_remembers_a_failure_within_its_run",
