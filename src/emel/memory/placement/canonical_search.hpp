@@ -30,6 +30,7 @@
 #include "emel/memory/placement/failed_states.hpp"
 #include "emel/memory/placement/placement.hpp"
 #include "emel/memory/placement/turnstile.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory::exact {
 
@@ -40,6 +41,21 @@ enum class Outcome { Found, Infeasible, OutOfBudget };
 // kStackBase + kStackPerLevel per level.
 constexpr size_t kCallerStackLevels = 1000;
 constexpr size_t kStackBase = size_t{1} << 20, kStackPerLevel = 4096;
+
+// A stack that holds a search `levels` deep.
+inline size_t stack_bytes_for(size_t levels) { return kStackBase + kStackPerLevel * levels; }
+
+// Runs fn() here when this thread's stack holds a search `levels` deep (up to
+// kCallerStackLevels, or any depth when `deep_stack`: the thread was made
+// for it), else on a thread with a stack of its own; false (fn not run) when
+// the system refuses that thread.
+inline bool run_with_stack_for(size_t levels, const std::function<void()>& fn, bool deep_stack = false) {
+    if (deep_stack || levels <= kCallerStackLevels) {
+        fn();
+        return true;
+    }
+    return run_on_stack(stack_bytes_for(levels), fn);
+}
 
 // Work a racing search does before giving its turn to one that waits.
 constexpr uint64_t kTurnWork = uint64_t{1} << 20;

@@ -557,11 +557,7 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
     std::atomic<uint64_t> earliest{UINT64_MAX};
     auto race = [&](unsigned t) {
         result[t] = searches[t].solve(share, earliest);
-        if (result[t].settled == FullPacking::Settled::Neither) return;
-        const uint64_t key = searches[t].race_key(result[t].work);
-        uint64_t seen = earliest.load();
-        while (key < seen && !earliest.compare_exchange_weak(seen, key)) {
-        }
+        if (result[t].settled != FullPacking::Settled::Neither) lower_to(earliest, searches[t].race_key(result[t].work));
     };
     {
         WorkerPool pool(std::min(2u, placement_threads()));

@@ -23,6 +23,9 @@ namespace exact {
 // buffer's on each side.
 constexpr size_t kWindowFreed = 2048;
 constexpr unsigned kWidenings = 4;
+// A neighbourhood's search gets at most this for m freed buffers: 256·m²
+// units, at least 2^16.
+uint64_t neighbourhood_share(uint64_t m) { return std::max<uint64_t>(uint64_t{1} << 16, 256 * m * m); }
 // Large neighbourhood search from a placement: a few buffers around its
 // peak are freed, everything else stays where it is, and the exact search
 // places the freed ones again under the best end minus one, into any hole
@@ -71,8 +74,7 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         for (uint32_t x : top) free[x] = 1;
         work += 4 * n;  // the ranking, its partial sort and the marks
         if (work - start >= budget) break;
-        const uint64_t share =
-            std::min<uint64_t>(budget - (work - start), std::max<uint64_t>(uint64_t{1} << 16, 256 * k * k));
+        const uint64_t share = std::min<uint64_t>(budget - (work - start), neighbourhood_share(k));
         uint64_t spent = 0;
         const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
         work += std::min(spent, share);  // as the race charges: a search stops within a node of its share
@@ -111,7 +113,7 @@ struct RowsByStart {
         for (uint32_t x = 0; x < b.count(); ++x) {
             if (!b.searched(x)) continue;
             const uint64_t length = b.upper[x] - b.lower[x];
-            const size_t c = length <= 1 ? 0 : static_cast<size_t>(64 - __builtin_clzll(length - 1));
+            const size_t c = length_class(length);
             if (groups.size() <= c) groups.resize(c + 1);
             groups[c].rows.push_back(x);
             groups[c].longest = std::max(groups[c].longest, length);
@@ -139,10 +141,6 @@ struct RowsByStart {
     };
     std::vector<Group> groups;
 };
-
-}  // namespace
-
-namespace {
 
 // Where the window loop stands: which top buffer it lowers next (round
 // robin), how far the window reaches past that buffer's lifetime, the
@@ -197,9 +195,7 @@ void search_window(WindowJob& job, bool deep_stack, const std::atomic<uint64_t>*
         job.outcome = search.run_around(job.capacity, job.heuristic, job.share, free, fixed, job.offsets, job.spent,
                                         &job.obstacles, cancel);
     };
-    job.ran = true;
-    if (deep_stack || freed <= kCallerStackLevels) run();
-    else job.ran = run_on_stack(kStackBase + kStackPerLevel * freed, run);
+    job.ran = run_with_stack_for(freed, run, deep_stack);
 }
 
 }  // namespace
@@ -281,8 +277,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         const uint64_t freed = job.freed_rows.size();
         if (c.work - start + job.costs.build + freed * job.crossing.size() >= budget) return false;
         c.work += job.costs.build + freed * job.crossing.size();
-        job.share = std::min<uint64_t>(budget - (c.work - start),
-                                       std::max<uint64_t>(uint64_t{1} << 16, 256 * freed * freed));
+        job.share = std::min<uint64_t>(budget - (c.work - start), neighbourhood_share(freed));
         job.heuristic = static_cast<int>(c.failures % CanonicalSearch::kHeuristics);
         job.capacity = end - 1;
         return true;
@@ -295,7 +290,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
 
     std::unique_ptr<WorkerPool> pool;
     if (placement_threads() >= 2) {
-        pool = std::make_unique<WorkerPool>(2, kStackBase + kStackPerLevel * kWindowFreed);
+        pool = std::make_unique<WorkerPool>(2, stack_bytes_for(kWindowFreed));
         if (pool->size() < 2) pool.reset();
     }
     std::vector<uint32_t> rows, rows_ahead;
@@ -331,7 +326,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             build(job);
             job.ran = false;
         }
-        const WindowJob* searched_ahead = same_window && job.ran ? &job : nullptr;
+        const bool searched_ahead = same_window && job.ran;
         const uint64_t ahead_share = job.share, ahead_capacity = job.capacity;
         const int ahead_heuristic = job.heuristic;
         if (!charge(c, job)) break;
@@ -357,9 +352,8 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
                     }
                     build(ahead);
                     ahead.ran = false;
-                    const uint64_t cap = std::max<uint64_t>(uint64_t{1} << 16, 256 * ahead.freed_rows.size() *
-                                                                                 ahead.freed_rows.size());
-                    if (charge(next, ahead) && ahead.share == cap) search_window(ahead, true, &ahead_go);
+                    if (charge(next, ahead) && ahead.share == neighbourhood_share(ahead.freed_rows.size()))
+                        search_window(ahead, true, &ahead_go);
                 });
             } else {
                 search_window(job, false);

@@ -148,8 +148,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
         // Deep neighbourhoods recurse as deep as the ladder's searches: on a stack as large.
         const size_t levels = instance.active.size();
         auto improve = [&] { improve_peak(instance, best, ladder.lo(), work_budget - work, work); };
-        if (levels <= kCallerStackLevels) improve();
-        else run_on_stack(kStackBase + kStackPerLevel * levels, improve);  // no thread: the ladder's answer stands
+        run_with_stack_for(levels, improve);  // no thread: the ladder's answer stands
         ladder.lower_hi(best.end);
         // What a fruitless round of neighbourhoods leaves goes back to the
         // ladder, whose attempts resume where they stopped (kept failures),

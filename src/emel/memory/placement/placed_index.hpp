@@ -50,7 +50,7 @@ class BasicPlacedIndex {
         for (uint32_t x = 0; x < n; ++x) {
             if (b.lower[x] >= b.upper[x]) continue;
             const uint64_t length = b.upper[x] - b.lower[x];
-            const uint32_t c = length <= 1 ? 0u : static_cast<uint32_t>(64 - __builtin_clzll(length - 1));
+            const uint32_t c = length_class(length);
             keys.push_back(Key{b.lower[x], c, x});
         }
         sort_by_class_and_lower(keys);

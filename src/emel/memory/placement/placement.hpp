@@ -31,6 +31,14 @@ struct Buffers {
     bool searched(uint32_t x) const { return lower[x] < upper[x] && size[x] > 0; }
 };
 
+// Lifetimes grouped by length, doubling: 1, 2, 3-4, 5-8, ... (classes 0, 1,
+// 2, 3, ...). A row of a class whose longest lifetime is L and that lives
+// after instant t starts after t - L: the index of placed buffers and the
+// window neighbourhoods look rows up by class so.
+inline unsigned length_class(uint64_t length) {
+    return length <= 1 ? 0u : static_cast<unsigned>(64 - __builtin_clzll(length - 1));
+}
+
 struct Placement {
     std::vector<uint64_t> offset;
     uint64_t end = 0;        // max(offset + size), before rounding to the arena alignment

@@ -38,7 +38,7 @@ class PreorderRace {
         // The search recurses once per buffer placed (a few hundred bytes a
         // level, more under sanitizers): deep ones run on stacks of their own.
         if (instance.active.size() > kCallerStackLevels)
-            stack_bytes_ = kStackBase + kStackPerLevel * instance.active.size();
+            stack_bytes_ = stack_bytes_for(instance.active.size());
         may_thread_ = instance.active.size() >= search_threads_from();
         // A round below one descent (every searched buffer placed once, each
         // node looking at its partition and sections) can settle nothing but
@@ -74,10 +74,7 @@ class PreorderRace {
                 outcome[h] = Outcome::OutOfBudget;
                 return;
             }
-            const uint64_t key = CanonicalSearch::race_key(spent[h], h);
-            uint64_t seen = earliest.load();
-            while (key < seen && !earliest.compare_exchange_weak(seen, key)) {
-            }
+            lower_to(earliest, CanonicalSearch::race_key(spent[h], h));
         };
         // Each search on a thread of its own, or all on this one by restarts
         // with doubling limits. Threads cost their start (more than a whole

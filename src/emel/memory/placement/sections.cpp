@@ -202,11 +202,17 @@ bool search_preorders_in_turn(const CanonicalInstance& instance, uint64_t capaci
         bool ran = false;  // false: no stack deep enough, or not needed
     };
     std::array<Turn, kH> turn;
-    const size_t stack = m > kCallerStackLevels ? kStackBase + kStackPerLevel * m : 0;
+    // Preorder h's search (`deep_stack`: on a pool thread made for its depth).
+    auto search_turn = [&](CanonicalSearch& search, int h, bool deep_stack, const std::atomic<uint64_t>* go) {
+        turn[h].ran = run_with_stack_for(m, [&] {
+            turn[h].outcome = search.run_around(capacity, h, each, free, fixed, turn[h].offsets, turn[h].spent,
+                                                &obstacles, go);
+        }, deep_stack);
+    };
     const unsigned threads = std::min<unsigned>(kH, placement_threads());
     std::unique_ptr<WorkerPool> pool;
     if (threads > 1) {
-        pool = std::make_unique<WorkerPool>(threads, stack);
+        pool = std::make_unique<WorkerPool>(threads, m > kCallerStackLevels ? stack_bytes_for(m) : 0);
         if (pool->size() < 2) pool.reset();
     }
     if (pool) {
@@ -217,14 +223,7 @@ bool search_preorders_in_turn(const CanonicalInstance& instance, uint64_t capaci
             for (int h = static_cast<int>(t); h < kH; h += static_cast<int>(pool->size())) {
                 if (go[h].load() == 0) return;
                 CanonicalSearch search(instance);
-                auto run = [&] {
-                    turn[h].outcome = search.run_around(capacity, h, each, free, fixed, turn[h].offsets,
-                                                        turn[h].spent, &obstacles, &go[h]);
-                };
-                // The pool's own threads have the stack; the caller's may not.
-                turn[h].ran = true;
-                if (t != 0 || m <= kCallerStackLevels) run();
-                else turn[h].ran = run_on_stack(stack, run);
+                search_turn(search, h, /*deep_stack=*/t != 0, &go[h]);  // the caller's stack may not hold it
                 if (turn[h].outcome == Outcome::Found)
                     for (int later = h + 1; later < kH; ++later) go[later].store(0);
             }
@@ -232,13 +231,7 @@ bool search_preorders_in_turn(const CanonicalInstance& instance, uint64_t capaci
     } else {
         CanonicalSearch search(instance);
         for (int h = 0; h < kH; ++h) {
-            auto run = [&] {
-                turn[h].outcome = search.run_around(capacity, h, each, free, fixed, turn[h].offsets, turn[h].spent,
-                                                    &obstacles);
-            };
-            turn[h].ran = true;
-            if (m <= kCallerStackLevels) run();
-            else turn[h].ran = run_on_stack(stack, run);
+            search_turn(search, h, false, nullptr);
             if (!turn[h].ran || turn[h].outcome == Outcome::Found) break;
         }
     }

@@ -57,6 +57,13 @@ class WorkerPool {
     std::exception_ptr error_;
 };
 
+// Lowers `a` to `v` where v is smaller (a race's earliest settle so far).
+inline void lower_to(std::atomic<uint64_t>& a, uint64_t v) {
+    uint64_t seen = a.load();
+    while (v < seen && !a.compare_exchange_weak(seen, v)) {
+    }
+}
+
 // fn(from, to) over [0, n) cut in one range per thread of `pool` (null: the
 // whole range on the caller). For loops whose steps write apart.
 template <class Fn>
