@@ -32,6 +32,10 @@ constexpr size_t kBatch = 512;
 // milliseconds, less than starting threads is worth.
 constexpr size_t kParallelFrom = 16384;
 
+// Pairs of a batch's buffers live together, per buffer, past which the
+// batch counts as dense (placed one by one, not sorted out into levels).
+constexpr size_t kDensePairsPerBuffer = 8;
+
 // Levels of the buffers of each batch: 0 for a buffer live together with no
 // earlier buffer of its batch, else one more than the highest level of those
 // it is live with (their offsets decide its gap). Buffers of one level are
@@ -39,21 +43,16 @@ constexpr size_t kParallelFrom = 16384;
 // with has a higher level. The batches' levels are found on the pool's
 // threads, each batch on its own, before the pass: they depend only on the
 // order.
-// Pairs of a batch's buffers live together, per buffer, past which the
-// batch counts as dense (placed one by one, not sorted out into levels).
-constexpr size_t kDensePairsPerBuffer = 8;
-
 void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPool& pool,
                   std::vector<uint16_t>& level) {
     level.assign(order.size(), 0);
-    const size_t batches = (order.size() + kBatch - 1) / kBatch;
     pool.run([&](unsigned t) {
         std::vector<uint32_t> by_lower, active;
         std::vector<std::pair<uint32_t, uint32_t>> after;  // (later, earlier) positions live together
-        for (size_t k = t; k < batches; k += pool.size()) {
-            const uint32_t* batch = order.data() + k * kBatch;
-            uint16_t* levels = level.data() + k * kBatch;
-            const size_t m = std::min(kBatch, order.size() - k * kBatch);
+        for (size_t at = t * kBatch; at < order.size(); at += pool.size() * kBatch) {
+            const uint32_t* batch = order.data() + at;
+            uint16_t* levels = level.data() + at;
+            const size_t m = std::min(kBatch, order.size() - at);
             by_lower.clear();
             for (uint32_t i = 0; i < m; ++i)
                 if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
@@ -64,8 +63,8 @@ void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPo
             // A batch whose buffers mostly live together (a layer of a
             // layered trace) is placed one by one: each its own level.
             const size_t most_pairs = kDensePairsPerBuffer * m;
-            for (size_t k = 0; k < by_lower.size() && after.size() <= most_pairs; ++k) {
-                const uint32_t i = by_lower[k];
+            for (size_t s = 0; s < by_lower.size() && after.size() <= most_pairs; ++s) {
+                const uint32_t i = by_lower[s];
                 const uint64_t start = b.lower[batch[i]];
                 size_t kept = 0;
                 for (uint32_t j : active) {
@@ -157,6 +156,10 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
     }
 }
 
+// A pass the threads take in batches: large, and without partners (placed
+// buffers outside the index: one thread keeps their checks simple).
+bool in_batches(const Buffers& b) { return b.count() >= kParallelFrom && !b.has_partners(); }
+
 // From this many buffers a pass copies them in its order first (below).
 constexpr size_t kInOrderFrom = 4096;
 
@@ -179,10 +182,9 @@ Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& or
     return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
 }
 
-// The threads of a pass in batches (null: one thread). Partners are placed
-// buffers outside the index: one thread keeps their checks simple.
+// The threads of a pass in batches (null: one thread).
 std::unique_ptr<WorkerPool> pass_threads(const Buffers& b) {
-    if (b.count() < kParallelFrom || b.has_partners() || placement_threads() < 2) return nullptr;
+    if (!in_batches(b) || placement_threads() < 2) return nullptr;
     auto pool = std::make_unique<WorkerPool>(placement_threads());
     if (pool->size() < 2) return nullptr;
     return pool;
@@ -260,11 +262,10 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
             return out;
         }
     }
-    const bool in_batches = n >= kParallelFrom && !b.has_partners();
     // On one thread, a pass the threads would take in batches is given up
     // where they would, at a batch's end: the work charged, and so every
     // later choice a budget makes, must not depend on the machine's cores.
-    const size_t check_every = in_batches ? kBatch : 1;
+    const size_t check_every = in_batches(b) ? kBatch : 1;
     GapFinder gaps(b);
     for (size_t i = 0; i < order.size(); ++i) {
         const uint32_t x = order[i];
