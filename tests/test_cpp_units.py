@@ -1,11 +1,12 @@
 """The C++ unit tests of tests/cpp/ (placed index, failed-states table, the
-exact search's preorder race), run from the Python suite so that CI runs them.
+exact search's preorder race, greedy_by_size's order), run from the Python
+suite so that CI runs them.
 
 They are built here with the system C++ compiler against the installed C
 library (emel.memory.native), in a few seconds: the two header-only parts
 (placement/placed_index.hpp, failed_states.hpp) from src/, with the worker
-pool the index may fill its rows on (placement/worker_pool.cpp), the race
-through emel_place_ex. A CMake build of them (cmake -DEMEL_BUILD_CPP_TESTS=ON) is run
+pool the index may fill its rows on (placement/worker_pool.cpp) and the
+orders (placement/orders.cpp), the race through emel_place_ex. A CMake build of them (cmake -DEMEL_BUILD_CPP_TESTS=ON) is run
 instead when EMEL_CPP_TESTS_BIN names its emel_cpp_tests binary."""
 
 import os
@@ -19,7 +20,8 @@ import pytest
 from emel.memory import native
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [*sorted((ROOT / "tests" / "cpp").glob("*.cpp")), ROOT / "src" / "emel" / "memory" / "placement" / "worker_pool.cpp"]
+PLACEMENT = ROOT / "src" / "emel" / "memory" / "placement"
+SOURCES = [*sorted((ROOT / "tests" / "cpp").glob("*.cpp")), PLACEMENT / "worker_pool.cpp", PLACEMENT / "orders.cpp"]
 #: Every TEST of tests/cpp/: a test that stops being registered (or built) fails here.
 EXPECTED = {
     "failed_states_remembers_a_failure_within_its_run",
@@ -36,6 +38,7 @@ EXPECTED = {
     "gap_finder_throws_placement_overflow_past_2_64",
     "preorder_race_answer_is_the_same_on_threads_turns_or_restarts",
     "preorder_race_reaches_the_peak_when_it_can_be_reached",
+    "order_by_size_radix_and_comparison_agree_with_the_rule",
 }
 
 

@@ -99,6 +99,23 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
     assert got.lower_bound == peak_spec(lower, upper, -(-np.asarray(size) // alignment) * alignment)
 
 
+def test_ends_past_32_bits_equal_the_specification():
+    """The index keeps 32-bit offsets until an end passes 2^32-1, then the
+    pass starts again with 64-bit ones: threaded (17,000 random buffers up
+    to 16 GiB, the end passed early) and on one thread (5,000 buffers live
+    together, the end passed at the 4,097th), the answer is the spec's."""
+    lower, upper, size = synthetic_traces.uniform(17000, seed=5)
+    size = size << 14
+    got = mm.place(lower, upper, size, "greedy_by_size")
+    want = greedy_spec(lower, upper, size)
+    assert np.array_equal(np.asarray(got.offsets, np.int64), want)
+    assert got.size == int((want + size).max()) > 2**32
+    n = 5000
+    stacked = mm.place(np.zeros(n, np.int64), np.full(n, 3), np.full(n, 2**20), "greedy_by_size")
+    assert np.array_equal(np.asarray(stacked.offsets, np.int64), np.arange(n) * 2**20)
+    assert stacked.size == n * 2**20
+
+
 def dense(n, seed):
     """Most buffers live together (every conflict set above the 512 from which
     the gap search sums conflicts up in offset buckets instead of sorting

@@ -26,6 +26,15 @@ py::array_t<T> to_numpy(const std::vector<T>& v) {
     return a;
 }
 
+// The vector itself becomes the array's memory (freed with the array): no
+// copy of a million offsets into freshly faulted pages.
+template <typename T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+    auto* owned = new std::vector<T>(std::move(v));
+    py::capsule free_it(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), free_it);
+}
+
 // kNone -> -1, so "none" is visible as a negative index in Python.
 inline py::array_t<int64_t> to_numpy_index(const std::vector<uint32_t>& v) {
     py::array_t<int64_t> a(static_cast<py::ssize_t>(v.size()));

@@ -34,7 +34,7 @@ void bind_place(py::module_& m) {
                 r = place_rows(std::move(lo), std::move(hi), std::move(sz), alignment, s, f, budget,
                                capacity);
             }
-            const Placement& placed = r.placed;
+            Placement& placed = r.placed;
             py::dict info;
             info["method"] = placed.method;
             info["work"] = placed.work;
@@ -44,7 +44,7 @@ void bind_place(py::module_& m) {
             // auto / optimal proved about the end.
             info["lower_bound"] = r.peak_live_bytes;
             info["proven_bound"] = placed.proven_bound;
-            return py::make_tuple(to_numpy(placed.offset), r.arena_size, info);
+            return py::make_tuple(to_numpy(std::move(placed.offset)), r.arena_size, info);
         },
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("strategy"),
         py::arg("alignment"), py::arg("fit"), py::arg("time_budget_ms"), py::arg("capacity"),

@@ -56,6 +56,8 @@ def _as_u64(values: Any, what: str) -> np.ndarray:
     if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
         raise PlanError("INVALID_IR_SHAPES", f"{what} has a negative value at row {int(arr.argmin())}",
                         tensor=str(int(arr.argmin())))
+    if arr.dtype == np.int64:  # checked non-negative above: the same bits, no copy
+        return np.ascontiguousarray(arr).view(np.uint64)
     return np.ascontiguousarray(arr, dtype=np.uint64)
 
 

@@ -14,14 +14,16 @@ namespace emel::memory {
 
 namespace {
 
-// Buffer x lands at `chosen`: recorded, counted in the end, and indexed.
+// Buffer x lands at `chosen`: recorded, counted in the end, and indexed
+// (the index skips never-live buffers, after checking that its offsets hold
+// the end).
 template <class Index>
 void place_at(const Buffers& b, uint32_t x, uint64_t chosen, Placement& out, std::vector<uint8_t>& placed,
               Index& index) {
+    index.insert(x, chosen);
     out.offset[x] = chosen;
     out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: GapFinder::find() checked it
     placed[x] = 1;
-    if (b.lower[x] < b.upper[x]) index.insert(x, chosen);
 }
 
 // Buffers per batch of the parallel pass: large enough that the threads'
@@ -103,7 +105,7 @@ template <class Index>
 void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, Index& index,
                           Placement& out, std::vector<uint8_t>& placed, WorkerPool& pool,
                           const std::vector<uint16_t>& level, uint64_t give_up_above) {
-    std::vector<GapFinder> finders;
+    std::vector<BasicGapFinder<typename Index::Span>> finders;
     for (unsigned t = 0; t < pool.size(); ++t) finders.emplace_back(b);
     std::vector<uint64_t> found(kBatch), found_work(kBatch);
     std::vector<uint8_t> overflow(kBatch);
@@ -176,10 +178,20 @@ bool scattered(const std::vector<uint32_t>& order) {
     return 2 * far > order.size();
 }
 
+// The narrowest index that holds the pass: 32-bit times where every time
+// fits, and 32-bit offsets where the placement's end does. The end is known
+// only by placing, so a pass whose sizes add up past 2^32-1 tries 32-bit
+// offsets and starts again with 64-bit ones once an end passes them (by
+// size, the largest buffers come first and set most of the end: early). The
+// index decides nothing, so the answer and the work are the same.
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                uint64_t give_up_above, WorkerPool* pool) {
-    if (times_fit_32_bits(b)) return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above, pool);
-    return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
+    if (!times_fit_32_bits(b)) return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
+    try {
+        return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above, pool);
+    } catch (const OffsetsTooWide&) {
+        return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
+    }
 }
 
 // The threads of a pass in batches (null: one thread).
@@ -266,7 +278,7 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
     // where they would, at a batch's end: the work charged, and so every
     // later choice a budget makes, must not depend on the machine's cores.
     const size_t check_every = in_batches(b) ? kBatch : 1;
-    GapFinder gaps(b);
+    BasicGapFinder<typename Index::Span> gaps(b);
     for (size_t i = 0; i < order.size(); ++i) {
         const uint32_t x = order[i];
         index.read_ahead([&](size_t k) { return order[i + k]; }, order.size() - 1 - i);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -14,13 +15,21 @@ namespace emel::memory {
 
 // A placed buffer's bytes: [offset, end). Spans with equal offset and end are
 // interchangeable in the gap search, so no tie-break beyond them is needed.
-struct Span {
-    uint64_t offset, end;
+// `Offset` is uint32_t where the index holding them keeps 32-bit offsets
+// (CompactPlacedIndex): half the bytes to gather, sort and walk.
+template <class Offset>
+struct BasicSpan {
+    Offset offset, end;
     // Left uninitialised on purpose: a query sizes its buffer for every
     // candidate row and then writes the ones it keeps.
-    Span() noexcept {}  // NOLINT
-    Span(uint64_t offset_, uint64_t end_) noexcept : offset(offset_), end(end_) {}
+    BasicSpan() noexcept {}  // NOLINT
+    BasicSpan(Offset offset_, Offset end_) noexcept : offset(offset_), end(end_) {}
 };
+using Span = BasicSpan<uint64_t>;
+
+// A placement's end passed what an index with 32-bit offsets holds: the
+// pass starts again with 64-bit ones (greedy_by_size.cpp).
+struct OffsetsTooWide {};
 
 using IndexRuns = std::vector<std::pair<size_t, size_t>>;
 
@@ -34,13 +43,17 @@ using IndexRuns = std::vector<std::pair<size_t, size_t>>;
 // comparisons, is what a pass over a million buffers waits on. Each row read
 // is filtered exactly (upper > lo, lower < hi). An insert is O(1).
 //
-// `Time` is how a row keeps its lower and upper: uint32_t where every time
-// fits (CompactPlacedIndex), which makes a row 24 bytes instead of 32. A
-// pass over 10^6 buffers waits on the rows it reads, so a quarter fewer
-// bytes is a quarter fewer cache lines fetched.
-template <class Time>
+// `Time` is how a row keeps its lower and upper, `Offset` its offset and
+// end: uint32_t where they fit, which makes a row 24 bytes (32-bit times,
+// TimesCompactPlacedIndex) or 16 (both, CompactPlacedIndex) instead of 32.
+// A pass over 10^6 buffers waits on the rows it reads, so fewer bytes are
+// fewer cache lines fetched. Offsets are not known before the pass: a
+// 32-bit index refuses an end past 2^32-1 (OffsetsTooWide, from insert()).
+template <class Time, class Offset>
 class BasicPlacedIndex {
   public:
+    using Span = BasicSpan<Offset>;
+
     // `pool` (optional) fills the rows on its threads.
     explicit BasicPlacedIndex(const Buffers& b, WorkerPool* pool = nullptr) : b_(b) {
         const size_t n = b.count();
@@ -76,9 +89,13 @@ class BasicPlacedIndex {
     }
 
     void insert(uint32_t x, uint64_t offset) {
+        // Checked for never-live buffers too: a partner's offset joins the
+        // spans of a later query (GapFinder::find()).
+        const uint64_t end = offset + b_.size[x];  // no wrap: GapFinder::find() checked it
+        if (end > std::numeric_limits<Offset>::max()) throw OffsetsTooWide{};
         const uint32_t k = position_[x];
         if (k == kNotLive) return;
-        row_[k].span = Span{offset, offset + b_.size[x]};
+        row_[k].span = Span{static_cast<Offset>(offset), static_cast<Offset>(end)};
         placed_[k / 64] |= uint64_t{1} << (k % 64);
     }
 
@@ -271,10 +288,11 @@ class BasicPlacedIndex {
     std::vector<uint32_t> bucket_;    // every class's bucket starts, then its end
 };
 
-using PlacedIndex = BasicPlacedIndex<uint64_t>;
-using CompactPlacedIndex = BasicPlacedIndex<uint32_t>;
+using PlacedIndex = BasicPlacedIndex<uint64_t, uint64_t>;
+using TimesCompactPlacedIndex = BasicPlacedIndex<uint32_t, uint64_t>;
+using CompactPlacedIndex = BasicPlacedIndex<uint32_t, uint32_t>;
 
-// Every buffer's times fit in 32 bits: CompactPlacedIndex serves.
+// Every buffer's times fit in 32 bits: a 32-bit-time index serves.
 inline bool times_fit_32_bits(const Buffers& b) {
     uint64_t latest = 0;
     for (size_t x = 0; x < b.count(); ++x) latest = std::max(latest, std::max(b.lower[x], b.upper[x]));
@@ -289,7 +307,8 @@ inline bool times_fit_32_bits(const Buffers& b) {
 // large inputs are spread into about 2k buckets by the offset's leading bits
 // (one counting pass) and each bucket is sorted on its own: linear for offsets
 // spread over a range, k log k at worst.
-class SpanSorter {
+template <class Span>
+class BasicSpanSorter {
   public:
     void sort(std::vector<Span>& spans, bool full_order) {
         const size_t k = spans.size();
@@ -305,8 +324,8 @@ class SpanSorter {
         }
         uint64_t low = UINT64_MAX, high = 0;
         for (const Span& s : spans) {
-            low = std::min(low, s.offset);
-            high = std::max(high, s.offset);
+            low = std::min<uint64_t>(low, s.offset);
+            high = std::max<uint64_t>(high, s.offset);
         }
         if (low == high) return;
         const unsigned range_bits = 64 - static_cast<unsigned>(__builtin_clzll(high - low));
@@ -336,7 +355,7 @@ class SpanSorter {
     static constexpr size_t kSpreadFrom = 32;
     // Runs this short are insertion-sorted; a bucket holding more is crowded.
     static constexpr uint32_t kInsertionAtMost = 16;
-    using Iter = std::vector<Span>::iterator;
+    using Iter = typename std::vector<Span>::iterator;
     // A crowded bucket spread again over buckets of its own offsets' range
     // (dense traces crowd thousands of spans into a few: Y_1), a few levels
     // deep, then sorted.
@@ -348,8 +367,8 @@ class SpanSorter {
         }
         uint64_t low = UINT64_MAX, high = 0;
         for (Iter i = first; i < last; ++i) {
-            low = std::min(low, i->offset);
-            high = std::max(high, i->offset);
+            low = std::min<uint64_t>(low, i->offset);
+            high = std::max<uint64_t>(high, i->offset);
         }
         if (low == high) return;
         const unsigned range_bits = 64 - static_cast<unsigned>(__builtin_clzll(high - low));
@@ -383,6 +402,7 @@ class SpanSorter {
     std::vector<uint32_t> edge_;
     std::vector<Span> scratch_;
 };
+using SpanSorter = BasicSpanSorter<Span>;
 
 // Where greedy placement puts buffer x among the placed buffers of `index`
 // and its placed must_not_alias partners (docs/strategies.md §2): walk the
@@ -390,9 +410,10 @@ class SpanSorter {
 // highest end seen; best fit takes the fitting gap with the least room, first
 // fit the lowest one; with no fitting gap, on top. `work` is charged for the
 // conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
-class GapFinder {
+template <class Span>
+class BasicGapFinder {
   public:
-    explicit GapFinder(const Buffers& b) : b_(b) {}
+    explicit BasicGapFinder(const Buffers& b) : b_(b) {}
 
     template <class Index>
     uint64_t find(const Index& index, const std::vector<uint64_t>& offset,
@@ -402,7 +423,8 @@ class GapFinder {
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
                 if (placed[q] && !b_.live_together(x, q))
-                    spans_.push_back({offset[q], offset[q] + b_.size[q]});
+                    spans_.push_back(Span{static_cast<decltype(Span::offset)>(offset[q]),
+                                          static_cast<decltype(Span::offset)>(offset[q] + b_.size[q])});
         // Charge the sort too, so huge traces with thousands of conflicts per
         // buffer cost what they really take. The charge is the one of the
         // earlier sort (k log k below 256 conflicts, linear above), kept so
@@ -458,7 +480,7 @@ class GapFinder {
                         }
                     }
                 }
-                cursor = std::max(cursor, q->end);
+                cursor = std::max<uint64_t>(cursor, q->end);
             }
         }
     };
@@ -492,8 +514,8 @@ class GapFinder {
         }
         uint64_t low = UINT64_MAX, high = 0;
         for (const Span* s = first; s < last; ++s) {
-            low = std::min(low, s->offset);
-            high = std::max(high, s->offset);
+            low = std::min<uint64_t>(low, s->offset);
+            high = std::max<uint64_t>(high, s->offset);
         }
         if (low == high) {  // one offset: any order is the sorted one
             walk.over(first, last);
@@ -508,8 +530,8 @@ class GapFinder {
         for (const Span* s = first; s < last; ++s) {
             Summary& m = level.summary[(s->offset - low) >> shift];
             ++m.count;
-            m.top_offset = std::max(m.top_offset, s->offset);
-            m.top_end = std::max(m.top_end, s->end);
+            m.top_offset = std::max<uint64_t>(m.top_offset, s->offset);
+            m.top_end = std::max<uint64_t>(m.top_end, s->end);
         }
         // The cursor each bucket is entered with; the buckets with room.
         level.entered.clear();
@@ -562,8 +584,9 @@ class GapFinder {
     const Buffers& b_;
     std::vector<Span> spans_;
     IndexRuns runs_;
-    SpanSorter sorter_;
+    BasicSpanSorter<Span> sorter_;
     Level levels_[kSummaryDepth];
 };
+using GapFinder = BasicGapFinder<Span>;
 
 }  // namespace emel::memory
