@@ -239,6 +239,13 @@ try:
     mm.place(lower, upper, size, "greedy_by_size")
 except mm.PlanError as e:
     out["named"], out["x2"] = e.tensor, str(x2)
+# auto's slots and online best fit (side by side on two threads) overflow at
+# different rows: auto names the slots' one, the first in its portfolio.
+for strategy in ("auto", "tmmu", "best_fit"):
+    try:
+        mm.place(lower, upper, size, strategy)
+    except mm.PlanError as e:
+        out[strategy] = e.tensor
 print(json.dumps(out))
 """
 
@@ -246,7 +253,9 @@ print(json.dumps(out))
 def test_batched_pass_names_the_first_buffer_to_overflow():
     """Past 16,384 buffers the greedy pass finds a batch's gaps level by
     level, not in order: the overflow it reports must still be the first in
-    the order, whatever the threads."""
+    the order, whatever the threads. So must auto's, whose slots and online
+    best fit run side by side there."""
     results = [_run_script(_OVERFLOW, EMEL_THREADS=threads) for threads in ("1", "2")]
     assert results[0] == results[1]
     assert results[0]["named"] == results[0]["x2"]
+    assert results[0]["auto"] == results[0]["tmmu"] != results[0]["best_fit"]

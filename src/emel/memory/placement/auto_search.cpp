@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
 
@@ -155,13 +156,34 @@ class AutoRun {
     size_t last_window_ = 0;              // buffers in the last window tried
 };
 
+// Instances from which the start's two one-thread passes run side by side.
+constexpr size_t kSideBySideFrom = 16384;
+
 // The portfolio's start, in tie-break order: slots, the online best fit and
 // the first pass, which sets the policy's budget.
 void AutoRun::start() {
-    best_ = unless_overflow([&] { return place_slots(b_); }, overflowed_);
+    // Slots and the online best fit are passes on one thread each, neither
+    // reading the other: on large instances (10^6 buffers: 0.2 s and 0.6 s)
+    // they run side by side. Taken in this order after, as if run in turn:
+    // the same answer, work and first overflow named.
+    Placement slots, online;
+    uint32_t slots_overflow = kNoOverflow, online_overflow = kNoOverflow;
+    auto run_slots = [&] { slots = unless_overflow([&] { return place_slots(b_); }, slots_overflow); };
+    auto run_online = [&] { online = unless_overflow([&] { return place_online_best_fit(b_); }, online_overflow); };
+    std::optional<WorkerPool> pair;
+    if (b_.count() >= kSideBySideFrom && placement_threads() >= 2) pair.emplace(2);
+    if (pair && pair->size() == 2) {
+        pair->run([&](unsigned t) { t == 0 ? run_online() : run_slots(); });
+    } else {
+        run_slots();
+        run_online();
+    }
+    pair.reset();
+    overflowed_ = slots_overflow != kNoOverflow ? slots_overflow : online_overflow;
+    best_ = std::move(slots);
     work_ = best_.work;
     by_size_ = order_by_size(b_);
-    consider(unless_overflow([&] { return place_online_best_fit(b_); }, overflowed_), nullptr);
+    consider(std::move(online), nullptr);
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
