@@ -102,10 +102,12 @@ def test_large_greedy_pass_equals_the_specification(case, fit):
 def test_ends_past_32_bits_equal_the_specification():
     """The index keeps 32-bit offsets until an end passes 2^32-1, then the
     pass starts again with 64-bit ones: threaded (17,000 random buffers up
-    to 16 GiB, the end passed early) and on one thread (5,000 buffers live
-    together, the end passed at the 4,097th), the answer is the spec's."""
+    to 2 GiB, the end passed early) and on one thread (5,000 buffers live
+    together, the end passed at the 4,097th), the answer is the spec's. A
+    buffer that alone passes 2^32-1 skips the 32-bit try."""
     lower, upper, size = synthetic_traces.uniform(17000, seed=5)
-    size = size << 14
+    size = size << 11
+    assert size.max() <= 2**32 - 1
     got = mm.place(lower, upper, size, "greedy_by_size")
     want = greedy_spec(lower, upper, size)
     assert np.array_equal(np.asarray(got.offsets, np.int64), want)
@@ -114,6 +116,8 @@ def test_ends_past_32_bits_equal_the_specification():
     stacked = mm.place(np.zeros(n, np.int64), np.full(n, 3), np.full(n, 2**20), "greedy_by_size")
     assert np.array_equal(np.asarray(stacked.offsets, np.int64), np.arange(n) * 2**20)
     assert stacked.size == n * 2**20
+    huge = mm.place([0, 1, 2], [5, 6, 7], [2**33, 2**33 + 1, 7], "greedy_by_size")
+    assert huge.offsets.tolist() == [2**33 + 1, 0, 2**34 + 1]
 
 
 def dense(n, seed):

@@ -182,11 +182,14 @@ bool scattered(const std::vector<uint32_t>& order) {
 // fits, and 32-bit offsets where the placement's end does. The end is known
 // only by placing, so a pass whose sizes add up past 2^32-1 tries 32-bit
 // offsets and starts again with 64-bit ones once an end passes them (by
-// size, the largest buffers come first and set most of the end: early). The
-// index decides nothing, so the answer and the work are the same.
+// size, the largest buffers come first and set most of the end: early); a
+// buffer that alone passes them rules them out at once. The index decides
+// nothing, so the answer and the work are the same.
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                uint64_t give_up_above, WorkerPool* pool) {
     if (!times_fit_32_bits(b)) return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
+    if (std::any_of(b.size.begin(), b.size.end(), [](uint64_t size) { return size > UINT32_MAX; }))
+        return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
     try {
         return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above, pool);
     } catch (const OffsetsTooWide&) {
