@@ -168,17 +168,12 @@ void AutoRun::start() {
     // the same answer, work and first overflow named.
     Placement slots, online;
     uint32_t slots_overflow = kNoOverflow, online_overflow = kNoOverflow;
-    auto run_slots = [&] { slots = unless_overflow([&] { return place_slots(b_); }, slots_overflow); };
-    auto run_online = [&] { online = unless_overflow([&] { return place_online_best_fit(b_); }, online_overflow); };
-    std::optional<WorkerPool> pair;
-    if (b_.count() >= kSideBySideFrom && placement_threads() >= 2) pair.emplace(2);
-    if (pair && pair->size() == 2) {
-        pair->run([&](unsigned t) { t == 0 ? run_online() : run_slots(); });
-    } else {
-        run_slots();
-        run_online();
-    }
-    pair.reset();
+    run_two(
+        [&](unsigned t) {
+            if (t == 0) slots = unless_overflow([&] { return place_slots(b_); }, slots_overflow);
+            else online = unless_overflow([&] { return place_online_best_fit(b_); }, online_overflow);
+        },
+        b_.count() >= kSideBySideFrom);
     overflowed_ = slots_overflow != kNoOverflow ? slots_overflow : online_overflow;
     best_ = std::move(slots);
     work_ = best_.work;

@@ -559,15 +559,7 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
         result[t] = searches[t].solve(share, earliest);
         if (result[t].settled != FullPacking::Settled::Neither) lower_to(earliest, searches[t].race_key(result[t].work));
     };
-    {
-        WorkerPool pool(std::min(2u, placement_threads()));
-        if (pool.size() == 2) {
-            pool.run(race);
-        } else {
-            race(0);
-            race(1);
-        }
-    }
+    run_two(race);
     int won = -1;  // the search that settled first
     for (int t = 0; t < 2; ++t)
         if (result[t].settled != FullPacking::Settled::Neither &&

@@ -64,6 +64,21 @@ inline void lower_to(std::atomic<uint64_t>& a, uint64_t v) {
     }
 }
 
+// job(0) and job(1) at once, job(0) on the caller, where `at_once` and two
+// threads can be had; else one after the other on the caller. For two
+// searches or passes whose results are then taken in a fixed order.
+inline void run_two(const std::function<void(unsigned)>& job, bool at_once = true) {
+    if (at_once && placement_threads() >= 2) {
+        WorkerPool pool(2);
+        if (pool.size() == 2) {
+            pool.run(job);
+            return;
+        }
+    }
+    job(0);
+    job(1);
+}
+
 // fn(from, to) over [0, n) cut in one range per thread of `pool` (null: the
 // whole range on the caller). For loops whose steps write apart.
 template <class Fn>
