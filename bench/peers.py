@@ -220,7 +220,7 @@ def _short(n: int) -> str:
 
 
 def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes=(), workload_sizes=(),
-                   workload_seeds=()) -> list[Instance]:
+                   workload_seeds=(), perfect_seeds=None) -> list[Instance]:
     out = []
     want = set(names) if names else None
     if "challenging" in groups:
@@ -242,11 +242,13 @@ def load_instances(groups, names, synthetic_sizes, families, seed, perfect_sizes
     if "perfect" in groups:
         for n in perfect_sizes:
             for kind in perfect_packing.CUTS:
-                name = f"{kind}-{n}"
-                if want is None or name in want:
-                    lower, upper, size, _, optimum = perfect_packing.cut_rectangle(n, kind=kind, seed=seed)
-                    out.append(Instance("perfect", name, lower, upper, size, capacity=optimum,
-                                        source=f"perfect_packing.cut_rectangle({n}, kind={kind!r}, seed={seed})"))
+                # --perfect-seeds names each seed's cut; without it, --seed's cut keeps the bare name.
+                for ps in (perfect_seeds if perfect_seeds else [seed]):
+                    name = f"{kind}-{n}-s{ps}" if perfect_seeds else f"{kind}-{n}"
+                    if want is None or name in want:
+                        lower, upper, size, _, optimum = perfect_packing.cut_rectangle(n, kind=kind, seed=ps)
+                        out.append(Instance("perfect", name, lower, upper, size, capacity=optimum,
+                                            source=f"perfect_packing.cut_rectangle({n}, kind={kind!r}, seed={ps})"))
     if "workloads" in groups:
         for n in workload_sizes:
             for fam in WORKLOAD_FAMILIES:
@@ -551,6 +553,18 @@ def parse_sizes(text: str) -> list[int]:
     return [int(float(s)) for s in text.split(",") if s.strip()]
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"0-7"`` or ``"0,3,5"`` (or both, ``"0-2,5"``) as a list of seeds."""
+    seeds = []
+    for part in (p.strip() for p in text.split(",")):
+        if "-" in part:
+            first, last = (int(x) for x in part.split("-", 1))
+            seeds.extend(range(first, last + 1))
+        elif part:
+            seeds.append(int(part))
+    return seeds
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -576,6 +590,8 @@ def main(argv=None):
     ap.add_argument("--scale", action="store_true", help="synthetic traces at 10^6 buffers too")
     ap.add_argument("--synthetic-sizes", default="1e4,1e5")
     ap.add_argument("--perfect-sizes", default="100,300,600,1200", help="buffers of the perfect packings")
+    ap.add_argument("--perfect-seeds", default="",
+                    help="seeds of the perfect packings (names gain -s<seed>; default: --seed's cut only)")
     ap.add_argument("--workload-sizes", default="21504,103000", help="buffers of the workload traces")
     ap.add_argument("--workload-seeds", default="1", help="seeds of the workload traces")
     ap.add_argument("--workload-budget-ms", type=int, default=4000, help="emel auto/optimal on the workload traces")
@@ -602,7 +618,8 @@ def main(argv=None):
     names = [s for s in args.instances.split(",") if s]
     instances = load_instances(groups, names, sizes, [f for f in args.families.split(",") if f], args.seed,
                                parse_sizes(args.perfect_sizes), parse_sizes(args.workload_sizes),
-                               [int(x) for x in args.workload_seeds.split(",") if x.strip()])
+                               [int(x) for x in args.workload_seeds.split(",") if x.strip()],
+                               parse_seeds(args.perfect_seeds))
     if not instances:
         ap.error("no instances selected")
 

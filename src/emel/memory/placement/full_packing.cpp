@@ -337,12 +337,31 @@ class FullPacking {
         return {placed_hash_, h};
     }
 
-    // The order buffers are tried in at a valley end, by restart: small
-    // first, long first, large first, or a fixed-seed shuffle.
-    void order_candidates(std::vector<uint32_t>& c, uint64_t restart) const {
+    // How flush buffer i would sit in valley v: one point for each wall its
+    // top would meet at the same height from an end of the valley it spans
+    // to, and one for spanning the whole valley. A flush top leaves no new
+    // corner to cover (the pieces of a cut share edges); on the perfect
+    // packings of 600 buffers, trying the flush ones first found 35 tilings
+    // of 36 in 10 s, against 30 in 4 s and 31 in 10 s without.
+    int flush_points(uint32_t i, const Valley& v) const {
+        const uint64_t top = v.height + size_[i];
+        const bool left_wall = v.segment > 0 && skyline_[v.segment - 1].height == top;
+        const bool right_wall = v.segment + 1 < skyline_.size() && skyline_[v.segment + 1].height == top;
+        return (lower_[i] == v.from && left_wall) + (upper_[i] == v.to && right_wall) +
+               (lower_[i] == v.from && upper_[i] == v.to);
+    }
+
+    // The order buffers are tried in at an end of valley v: the most flush
+    // first, then by restart: small first, long first, large first, or a
+    // fixed-seed shuffle.
+    void order_candidates(std::vector<uint32_t>& c, uint64_t restart, const Valley& v, uint64_t& work) {
         const uint64_t kind = (restart + 2 * variant_) % 4;
         auto length = [&](uint32_t i) { return upper_[i] - lower_[i]; };
+        flush_.resize(size_.size());
+        for (uint32_t i : c) flush_[i] = static_cast<uint8_t>(flush_points(i, v));
+        work += kUnitsPerStep * c.size();
         std::sort(c.begin(), c.end(), [&](uint32_t x, uint32_t y) {
+            if (flush_[x] != flush_[y]) return flush_[x] > flush_[y];
             switch (kind) {
                 case 0:
                     if (size_[x] != size_[y]) return size_[x] < size_[y];
@@ -412,7 +431,7 @@ class FullPacking {
             f.segment = best->segment;
             f.candidates.assign(pool_.begin() + best->ends_at[best_side],
                                 pool_.begin() + best->ends_at[best_side] + best->ends_count[best_side]);
-            order_candidates(f.candidates, restart);
+            order_candidates(f.candidates, restart, *best, work);
             ++depth;
             return true;
         };
@@ -463,6 +482,7 @@ class FullPacking {
     std::vector<uint32_t> mark_;
     uint32_t stamp_ = 0;
     std::vector<uint8_t> placed_;
+    std::vector<uint8_t> flush_;  // flush_points of the candidates being ordered
     std::vector<uint64_t> offset_;  // in grains
     uint64_t placed_hash_ = 0;
     size_t placed_count_ = 0;
