@@ -160,3 +160,12 @@ def test_settle_rate_poses_each_solver_the_capacity_asked(tmp_path):
             assert r["settled"] and r["size"] <= r["capacity"]
         if r["solver"] == "minimalloc":
             assert not r["settled"] and r["status"] == "timeout"
+
+
+def test_perfect_seeds_name_each_cut_and_its_seed():
+    assert peers.parse_seeds("0-2,5") == [0, 1, 2, 5]
+    many = peers.load_instances(["perfect"], [], [], [], 0, [100], perfect_seeds=[1, 3])
+    assert [i.name for i in many] == [f"{k}-100-s{s}" for k in ("guillotine", "pinwheel", "mixed") for s in (1, 3)]
+    assert "seed=3" in many[1].source
+    one = peers.load_instances(["perfect"], [], [], [], 4, [100])    # --seed's cut keeps the bare name
+    assert [i.name for i in one] == ["guillotine-100", "pinwheel-100", "mixed-100"] and "seed=4" in one[0].source
