@@ -95,3 +95,23 @@ def test_row_order_does_not_give_the_answer_away():
     assert end > 1.2 * capacity
     by_start = np.lexsort((offset, lower))
     assert not np.array_equal(by_start, np.arange(len(size)))
+
+
+def test_the_sweep_counts_what_place_returns(tmp_path):
+    import json
+
+    import perfect_sweep
+
+    out = tmp_path / "sweep.json"
+    perfect_sweep.main(["--sizes", "100", "--seeds", "0-1", "--cuts", "pinwheel,mixed",
+                        "--strategy", "greedy_by_size", "--out", str(out)])
+    result = json.loads(out.read_text())
+    rows = result["instances"]
+    assert [(r["cut"], r["seed"]) for r in rows] == [("pinwheel", 0), ("pinwheel", 1), ("mixed", 0), ("mixed", 1)]
+    for r in rows:                        # each row is place()'s own answer over the cut's optimum
+        lower, upper, size, _, optimum = cut_rectangle(100, kind=r["cut"], seed=r["seed"])
+        assert r["ratio"] == mm.place(lower, upper, size, strategy="greedy_by_size").size / optimum
+    for s in result["summary"]:
+        mine = [r for r in rows if r["cut"] == s["cut"]]
+        assert s["at_bound"] == sum(r["proven"] for r in mine)
+        assert s["worst"] == max(r["ratio"] for r in mine)
