@@ -44,8 +44,12 @@ constexpr uint64_t kUnitsPerStep = 2;
 // A look-up or insert in the table of dead ends (up to 2^18 slots): about a
 // cache miss.
 constexpr uint64_t kLookupUnits = 60;
-// Nodes of the first restart; later ones take Luby multiples of it.
+// Nodes of the first restart, at least, and per buffer: enough for one
+// dive to place every buffer with room to go back (with the flush buffers
+// first, dives run straight more often). Later restarts take Luby
+// multiples of it.
 constexpr uint64_t kRestartNodes = 500;
+constexpr uint64_t kRestartNodesPerBuffer = 4;
 
 struct Segment {
     uint32_t from, to;  // time indices, [from, to)
@@ -107,8 +111,9 @@ class FullPacking {
     // settle so far is `earliest` (a race key, below).
     Result solve(uint64_t budget, const std::atomic<uint64_t>& earliest) {
         Result r;
+        const uint64_t restart_nodes = std::max<uint64_t>(kRestartNodes, kRestartNodesPerBuffer * rows_.size());
         for (uint64_t restart = 0; r.work < budget; ++restart) {
-            const Outcome o = descend(restart, kRestartNodes * luby(restart), budget, earliest, r.work);
+            const Outcome o = descend(restart, restart_nodes * luby(restart), budget, earliest, r.work);
             if (o == Outcome::Found) r.settled = Settled::Tiling;
             if (o == Outcome::Exhausted) r.settled = Settled::NoTiling;  // (or a key collision)
             if (o != Outcome::OutOfNodes) break;
@@ -337,18 +342,21 @@ class FullPacking {
         return {placed_hash_, h};
     }
 
-    // How flush buffer i would sit in valley v: one point for each wall its
+    // How flush buffer i would sit in valley v: two points for each wall its
     // top would meet at the same height from an end of the valley it spans
-    // to, and one for spanning the whole valley. A flush top leaves no new
-    // corner to cover (the pieces of a cut share edges); on the perfect
-    // packings of 600 buffers, trying the flush ones first found 35 tilings
-    // of 36 in 10 s, against 30 in 4 s and 31 in 10 s without.
-    int flush_points(uint32_t i, const Valley& v) const {
+    // to, two for spanning the whole valley, and one for a top level with
+    // some other part of the skyline. A flush top leaves no new corner to
+    // cover, and the pieces of a cut share edges, which run on across the
+    // skyline (docs/strategies.md §5, "Full packings", step 3).
+    int flush_points(uint32_t i, const Valley& v, uint64_t& work) const {
         const uint64_t top = v.height + size_[i];
         const bool left_wall = v.segment > 0 && skyline_[v.segment - 1].height == top;
         const bool right_wall = v.segment + 1 < skyline_.size() && skyline_[v.segment + 1].height == top;
-        return (lower_[i] == v.from && left_wall) + (upper_[i] == v.to && right_wall) +
-               (lower_[i] == v.from && upper_[i] == v.to);
+        bool level = false;
+        for (const Segment& s : skyline_) level |= s.height == top;
+        work += kUnitsPerStep * skyline_.size();
+        return 2 * ((lower_[i] == v.from && left_wall) + (upper_[i] == v.to && right_wall) +
+                    (lower_[i] == v.from && upper_[i] == v.to)) + level;
     }
 
     // The order buffers are tried in at an end of valley v: the most flush
@@ -358,7 +366,7 @@ class FullPacking {
         const uint64_t kind = (restart + 2 * variant_) % 4;
         auto length = [&](uint32_t i) { return upper_[i] - lower_[i]; };
         flush_.resize(size_.size());
-        for (uint32_t i : c) flush_[i] = static_cast<uint8_t>(flush_points(i, v));
+        for (uint32_t i : c) flush_[i] = static_cast<uint8_t>(flush_points(i, v, work));
         work += kUnitsPerStep * c.size();
         std::sort(c.begin(), c.end(), [&](uint32_t x, uint32_t y) {
             if (flush_[x] != flush_[y]) return flush_[x] > flush_[y];
