@@ -44,9 +44,9 @@ constexpr uint64_t kUnitsPerStep = 2;
 // A look-up or insert in the table of dead ends (up to 2^18 slots): about a
 // cache miss.
 constexpr uint64_t kLookupUnits = 60;
-// Nodes of the first restart, at least, and per buffer: enough for one
-// dive to place every buffer with room to go back (with the flush buffers
-// first, dives run straight more often). Later restarts take Luby
+// The first restart's node limit: 4 a buffer, at least 500, so that one
+// dive can place every buffer with room to go back (with the flush buffers
+// tried first, dives run straight more often). Later restarts take Luby
 // multiples of it.
 constexpr uint64_t kRestartNodes = 500;
 constexpr uint64_t kRestartNodesPerBuffer = 4;
