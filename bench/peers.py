@@ -593,7 +593,7 @@ def main(argv=None):
     ap.add_argument("--perfect-seeds", default="",
                     help="seeds of the perfect packings (names gain -s<seed>; default: --seed's cut only)")
     ap.add_argument("--workload-sizes", default="21504,103000", help="buffers of the workload traces")
-    ap.add_argument("--workload-seeds", default="1", help="seeds of the workload traces")
+    ap.add_argument("--workload-seeds", default="1", help='seeds of the workload traces, e.g. "1,3" or "1-4"')
     ap.add_argument("--workload-budget-ms", type=int, default=4000, help="emel auto/optimal on the workload traces")
     ap.add_argument("--families", default=",".join(synthetic_traces.FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
@@ -618,8 +618,7 @@ def main(argv=None):
     names = [s for s in args.instances.split(",") if s]
     instances = load_instances(groups, names, sizes, [f for f in args.families.split(",") if f], args.seed,
                                parse_sizes(args.perfect_sizes), parse_sizes(args.workload_sizes),
-                               [int(x) for x in args.workload_seeds.split(",") if x.strip()],
-                               parse_seeds(args.perfect_seeds))
+                               parse_seeds(args.workload_seeds), parse_seeds(args.perfect_seeds))
     if not instances:
         ap.error("no instances selected")
 

@@ -7,7 +7,8 @@ old build's Python and a new one's to compare two versions of a search on the sa
     python bench/perfect_sweep.py --sizes 600 --seeds 24-63 --strategy optimal --budget-ms 4000
 
 Prints one row per cut (placed at the bound, at most 1.02, the worst ratio, work units (about
-900,000 a millisecond) and wall time summed) and writes bench/results/perfect_sweep.json with every instance's row.
+900,000 a millisecond) and wall time summed) and writes bench/results/perfect_sweep.json with
+every instance's row.
 """
 
 from __future__ import annotations
