@@ -179,9 +179,23 @@ MODELS: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
 }
 
 
+class Map(nn.Module):
+    """torch's map over the first dimension: ExecuTorch emits a loop (a copy by index,
+    the body, a jump back)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, xs):
+        from torch._higher_order_ops.map import map as map_over
+        return map_over(lambda x: self.lin(x).relu() * 2, xs) + 1
+
+
 # Not benched: for the tests only.
 EXTRA: Dict[str, Callable[[], Tuple[nn.Module, tuple]]] = {
     "cond": lambda: (Cond(), (torch.randn(4, 16),)),
+    "map": lambda: (Map(), (torch.randn(3, 4, 8),)),
 }
 
 # Held out: never looked at while emel's ExecuTorch planner was built;

@@ -19,6 +19,8 @@ from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("executorch.exir")
 
@@ -221,6 +223,8 @@ def test_program_runs_bit_identical_with_no_more_bytes(lowered, name):
     p = emx.memory_planning_pass(keep_default=False)
     ours = models.to_program(edge, p)
     assert p.reuse_pairs and p.reuse_pairs[0] > 0             # the Verifier ran and saw reuse
+    ep = ours.exported_program()
+    assert p.reuse_pairs[0] == emx.verify(ep.graph_module, ep.graph_signature, exhaustive=True)
     assert models.planned_bytes(ours) <= models.planned_bytes(default)
     stats = p.emel_algorithm.last
     assert models.planned_bytes(ours) == stats.planned_bytes
@@ -337,6 +341,67 @@ def test_custom_pool_pins_a_mem_id(lowered):
     assert _same(models.run(ours, inputs), models.run(default, inputs))
 
 
+# ---------------------------------------------------------------- the Verifier's rules, fast
+
+
+def _executorchs_loop(specs, allow):
+    """ExecuTorch's own verify_storage_reuse over ``specs``: its count, or its error's text."""
+    real = mp.collect_specs_from_nodes
+    mp.collect_specs_from_nodes = lambda *args, **kwargs: iter(specs)
+    try:
+        graph = SimpleNamespace(graph=SimpleNamespace(nodes=[]))
+        return mp.Verifier(graph, True, True, True).verify_storage_reuse(allow)
+    except mp.InternalError as e:
+        return f"InternalError: {e}"
+    finally:
+        mp.collect_specs_from_nodes = real
+
+
+@st.composite
+def _planned_specs(draw):
+    """Small plans, valid or not: bytes, offsets, lifetimes (some empty), mem_obj_ids, views."""
+    n = draw(st.integers(2, 9))
+    ids = draw(st.sampled_from(["none", "all", "mixed"]))
+    specs = []
+    for i in range(n):
+        s = _spec(draw(st.sampled_from([0, 16, 32, 48])), first := draw(st.integers(0, 6)),
+                  first + draw(st.integers(-1, 4)), mem_id=draw(st.integers(1, 2)))
+        s.mem_offset = draw(st.integers(0, 6)) * 16
+        s.mem_obj_id = None if ids == "none" or (ids == "mixed" and i == 0) else draw(st.integers(0, 2))
+        if specs and draw(st.booleans()):
+            s.storage_base = draw(st.sampled_from(specs))
+        specs.append(s)
+    return specs
+
+
+@settings(deadline=None)
+@given(_planned_specs(), st.booleans())
+def test_fast_verify_counts_and_refuses_like_executorchs_loop(specs, allow):
+    """storage_reuse_pairs gives the loop's count, and None exactly where the loop raises."""
+    fast = emx.storage_reuse_pairs(specs, allow, mp.Verifier)
+    theirs = _executorchs_loop(specs, allow)
+    if fast is None:
+        assert isinstance(theirs, str), theirs
+    else:
+        assert fast == theirs
+
+
+def test_verify_raises_executorchs_error_on_a_corrupted_plan(lowered):
+    """Two specs live together moved onto the same bytes: both checks raise the loop's error."""
+    edge, _ = lowered("bert")
+    ep = models.to_program(edge, emx.memory_planning_pass(keep_default=False)).exported_program()
+    specs = [s for s in mp.collect_specs_from_nodes(ep.graph_module.graph.nodes, ep.graph_signature,
+                                                    ignore_const=True, dedup=True)
+             if s.allocated_memory > 0 and s.mem_id == 1]
+    a, b = next((a, b) for a in specs for b in specs if a is not b and a.storage_base is None
+                and b.storage_base is None and mp.Verifier.lifetime_overlap(a, b)
+                and not mp.Verifier.storage_overlap(a, b))
+    b.mem_offset = a.mem_offset
+    for exhaustive in (False, True):
+        with pytest.raises(mp.InternalError, match="Unexpected storage overlap"):
+            emx.verify(ep.graph_module, ep.graph_signature, exhaustive=exhaustive)
+
+
 # ---------------------------------------------------------------- ExecuTorch's own tests
 
 
@@ -392,8 +457,10 @@ def test_replan_round_trips_bit_identical_and_never_larger(lowered, name):
     assert rows[0].emel == {"llama": 86016, "kv_decoder": 137216}[name]
 
 
-def test_replan_refuses_control_flow_naming_why(lowered):
-    edge, _ = lowered("cond")
+@pytest.mark.parametrize("name", ["cond", "map"])
+def test_replan_refuses_control_flow_naming_why(lowered, name):
+    """map's loop runs a copy by index before its jump: the jump is named, not the copy."""
+    edge, _ = lowered(name)
     with pytest.raises(PlanError, match="jump \\(control flow\\)"):
         emx.replan(models.to_program(edge).buffer)
 
@@ -407,6 +474,9 @@ def test_damaged_programs_are_a_plan_error(lowered):
     data = models.to_program(edge).buffer
     with pytest.raises(PlanError, match=r"not a readable ExecuTorch program \(.*\); export it again"):
         emx.report(data[: len(data) // 3])
+    for other in (b"garbage", b"", data[:4] + b"GGUF" + data[8:]):     # not a .pte at all: said so
+        with pytest.raises(PlanError, match=r"not an ExecuTorch program \(\.pte\)"):
+            emx.report(other)
     rng = random.Random(32)
     outcomes = {"planned": 0, "refused": 0}
     for _ in range(200):

@@ -27,11 +27,13 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+import numpy as np
+
 from .errors import PlanError
 from .placement import place
 
 __all__ = ["EmelAlgorithm", "ArenaStats", "CallStats", "BufferReport", "memory_planning_pass", "suite",
-           "verify", "replan", "report"]
+           "verify", "storage_reuse_pairs", "replan", "report"]
 
 # ExecuTorch's default TensorSpec.alignment (executorch.exir.tensor.ALIGNMENT).
 # A spec carrying any other alignment larger than the pass's was given it by
@@ -334,17 +336,126 @@ def _name_of(algo) -> str:
 
 
 def verify(graph_module, graph_signature=None, *, alloc_graph_input=True, alloc_graph_output=True,
-           alloc_mutable_buffers=True, allow_lifetime_and_storage_overlap=False) -> int:
-    """Run ExecuTorch's ``Verifier`` on a planned graph module; returns the reuse pairs.
+           alloc_mutable_buffers=True, allow_lifetime_and_storage_overlap=False, exhaustive=False) -> int:
+    """ExecuTorch's ``Verifier.verify_storage_reuse`` on a planned graph module; returns the reuse pairs.
 
-    ``MemoryPlanningPass`` runs ``verify_storage_reuse`` only when its
-    algorithm is named ``greedy``; the pass of :func:`memory_planning_pass`
-    calls this after every plan.
+    The same specs, rules, count and errors as ExecuTorch's check, which
+    compares every pair of specs (and formats both specs' text for each
+    pair: 15 s at 1,800 specs). By default only the pairs that can break a
+    rule are looked at (:func:`storage_reuse_pairs`); where one does, or a
+    spec is malformed, ExecuTorch's own loop runs and raises its error.
+    ``exhaustive=True`` always runs ExecuTorch's loop. ``MemoryPlanningPass``
+    runs it only when its algorithm is named ``greedy``; the pass of
+    :func:`memory_planning_pass` calls this after every plan.
     """
     mp = _executorch().mp
     v = mp.Verifier(graph_module, alloc_graph_input, alloc_graph_output, alloc_mutable_buffers,
                     graph_signature)
-    return v.verify_storage_reuse(allow_lifetime_and_storage_overlap)
+    if exhaustive:
+        return v.verify_storage_reuse(allow_lifetime_and_storage_overlap)
+    # The specs ExecuTorch's loop collects, with the same arguments.
+    specs = list(mp.collect_specs_from_nodes(
+        graph_module.graph.nodes, graph_signature, ignore_const=True,
+        ignore_graph_input=not alloc_graph_input, ignore_graph_output=not alloc_graph_output,
+        ignore_mutable_buffers=not alloc_mutable_buffers, do_assertion=False,
+        ignore_out_var_node=False, dedup=True))
+    pairs = storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, mp.Verifier)
+    return v.verify_storage_reuse(allow_lifetime_and_storage_overlap) if pairs is None else pairs
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, verifier) -> Optional[int]:
+    """``verify_storage_reuse``'s count over ``specs`` without comparing every pair.
+
+    ``None`` where ExecuTorch's loop would raise or might (a rule broken, or a
+    spec it would refuse: mem_obj_id set on some specs only, an offset,
+    size or lifetime not a non-negative int): the caller then runs that loop,
+    so the error is ExecuTorch's own. ``verifier`` is ExecuTorch's
+    ``Verifier`` class (its lifetime and storage-root rules are used as
+    they are). Per ``mem_id``:
+
+    - pairs whose bytes overlap: counted by sorting (``[offset, offset +
+      allocated_memory)``, empty when 0 bytes);
+    - such a pair with different ``mem_obj_id``: the bytes of each id merged
+      into disjoint pieces, then any two pieces overlapping;
+    - such a pair also live together (lifetimes inclusive at both ends),
+      which is an error unless one spec backs the other's storage (or
+      ``allow_lifetime_and_storage_overlap``): found from the specs sorted by
+      birth, each compared only with those born before it dies.
+    """
+    if len(specs) < 2:
+        return 0
+    with_obj_id = [s.mem_obj_id is not None for s in specs]
+    if any(with_obj_id) and not all(with_obj_id):
+        return None
+    groups: Dict[object, list] = {}
+    for s in specs:
+        life = s.lifetime
+        if not (_is_int(s.mem_offset) and s.mem_offset >= 0 and _is_int(s.allocated_memory)
+                and s.allocated_memory >= 0 and life is not None and len(life) == 2
+                and _is_int(life[0]) and _is_int(life[1])):
+            return None
+        groups.setdefault(s.mem_id, []).append(s)
+    pairs = 0
+    for group in groups.values():
+        group = [s for s in group if s.allocated_memory > 0]   # 0 bytes overlap nothing
+        if len(group) < 2:
+            continue
+        lo = np.array([s.mem_offset for s in group], dtype=np.int64)
+        hi = lo + np.array([s.allocated_memory for s in group], dtype=np.int64)
+        # Pairs overlapping in bytes: for each spec in order of offset, those
+        # before it that end after its offset (an interval ending at or
+        # before it starts strictly before it, so it is sorted before it).
+        starts = np.sort(lo)
+        pairs += int(np.sum(np.arange(len(group)) - np.searchsorted(np.sort(hi), starts, side="right")))
+        if not all(s.mem_obj_id is None for s in group) and _ids_share_bytes(group, lo, hi):
+            return None
+        if not allow_lifetime_and_storage_overlap and _live_together_overlap(group, lo, hi, verifier):
+            return None
+    return pairs
+
+
+def _ids_share_bytes(group, lo, hi) -> bool:
+    """Whether specs of two different mem_obj_ids overlap in bytes."""
+    pieces = []
+    by_id: Dict[object, list] = {}
+    for i, s in enumerate(group):
+        by_id.setdefault(s.mem_obj_id, []).append(i)
+    for members in by_id.values():
+        members.sort(key=lambda i: lo[i])
+        start, end = lo[members[0]], hi[members[0]]
+        for i in members[1:]:
+            if lo[i] < end:
+                end = max(end, hi[i])
+            else:
+                pieces.append((start, end))
+                start, end = lo[i], hi[i]
+        pieces.append((start, end))
+    pieces.sort()
+    return any(b[0] < a[1] for a, b in zip(pieces, pieces[1:]))
+
+
+def _live_together_overlap(group, lo, hi, verifier) -> bool:
+    """Whether two specs live together overlap in bytes, neither backing the other's storage."""
+    birth = np.array([s.lifetime[0] for s in group], dtype=np.int64)
+    death = np.array([s.lifetime[1] for s in group], dtype=np.int64)
+    live = np.flatnonzero(birth <= death)                    # an empty lifetime meets nothing
+    order = live[np.argsort(birth[live], kind="stable")]
+    b, d, o_lo, o_hi = birth[order], death[order], lo[order], hi[order]
+    ends = np.searchsorted(b, d, side="right")               # born at or before the death of each
+    for k in range(len(order)):
+        if ends[k] <= k + 1:
+            continue
+        js = np.arange(k + 1, ends[k])
+        hits = js[(o_lo[js] < o_hi[k]) & (o_lo[k] < o_hi[js])]
+        for j in hits:
+            lhs, rhs = group[order[k]], group[order[j]]
+            if lhs not in verifier._storage_root_chain(rhs) and rhs not in verifier._storage_root_chain(lhs):
+                return True
+    return False
 
 
 _PASS_CLASS = None
@@ -356,7 +467,7 @@ def _pass_class():
         mpp = _executorch().mpp
 
         class EmelMemoryPlanningPass(mpp.MemoryPlanningPass):
-            """ExecuTorch's ``MemoryPlanningPass`` that always checks the plan with its Verifier."""
+            """ExecuTorch's ``MemoryPlanningPass`` that checks every plan by its Verifier's rules (:func:`verify`)."""
 
             def __init__(self, memory_planning_algo, *, verify: bool = True, **options) -> None:
                 super().__init__(memory_planning_algo=memory_planning_algo, **options)
@@ -388,8 +499,8 @@ def memory_planning_pass(strategy: str = "auto", time_budget_ms: Optional[int] =
     than it did. ``pass_options`` are ``MemoryPlanningPass``'s own
     (``alloc_graph_input``, ``alloc_graph_output``, ``alloc_mutable_buffers``,
     ``share_mutable_buffers``, ``alignment``,
-    ``allow_lifetime_and_storage_overlap``) plus ``verify=True``: run
-    ExecuTorch's Verifier on every plan.
+    ``allow_lifetime_and_storage_overlap``) plus ``verify=True``: check
+    every plan by the rules of ExecuTorch's Verifier (:func:`verify`).
     """
     mp = _executorch().mp
     if "memory_planning_algo" in pass_options:
@@ -447,6 +558,11 @@ class _Timeline:
         for i, v in enumerate(plan.inputs):
             if v in self.planned:
                 self.events.append((0, v, "w"))
+        # Control flow first: a loop (torch's map) runs operators of its own
+        # before its jump, and the jump is why the method cannot be re-planned.
+        jumps = [t for t, ins in enumerate(chain) if isinstance(ins.instr_args, S.JumpFalseCall)]
+        if jumps:
+            raise _refuse(plan, f"instruction {jumps[0]} is a jump (control flow)")
         for t, ins in enumerate(chain, start=1):
             a = ins.instr_args
             if isinstance(a, S.KernelCall):
@@ -661,8 +777,14 @@ def _check_original(plan, lower, upper, bases, size):
 def _replan(pte_bytes: bytes, strategy: str, time_budget_ms, alignment):
     et = _executorch()
     S, save = et.schema, et.save
+    data = bytes(pte_bytes)
+    # A .pte is a flatbuffer whose file identifier (bytes 4-7) is "ET" and two digits.
+    ident = data[4:8]
+    if len(data) < 8 or ident[:2] != b"ET" or not ident[2:].isdigit():
+        raise PlanError("INVALID_IR_SHAPES", f"not an ExecuTorch program (.pte): {len(data)} bytes whose "
+                                             f"bytes 4-7 are {ident!r}, where a .pte has b'ET' and two digits")
     try:
-        pte = et.load(bytes(pte_bytes))
+        pte = et.load(data)
     except Exception as e:  # the flatbuffer reader raises struct, Unicode, value errors ... on a damaged file
         raise PlanError("INVALID_IR_SHAPES", f"not a readable ExecuTorch program ({type(e).__name__}: "
                                              f"{str(e)[:200]}); export it again") from None
