@@ -135,6 +135,22 @@ def test_a_value_written_twice_is_refused():
     assert (e.value.tensor, e.value.node) == ("a", "again")
 
 
+def test_a_reshape_to_another_element_count_is_named_at_import():
+    """A traced export fixes a Reshape's target at the traced sizes: at other input
+    shapes it no longer fits, which is said at import, naming the Reshape."""
+    target = numpy_helper.from_array(np.array([10, 8], np.int64), "target")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "target"], ["v"], name="fixed"),
+             helper.make_node("Relu", ["v"], ["y"])]
+    graph = helper.make_graph(nodes, "traced", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [target])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fits = {t["id"]: t for t in mm.from_onnx(model, input_shapes={"x": [10, 8]}).tensors}
+    assert fits["v"]["view_of"]["base"] == "r"                          # at the traced sizes: a view
+    with pytest.raises(mm.PlanError, match=r"\(56 elements\) into 'v' of shape \[10, 8\] \(80 elements\)") as e:
+        mm.from_onnx(model, input_shapes={"x": [7, 8]})
+    assert (e.value.code, e.value.tensor, e.value.node) == ("INVALID_IR_SHAPES", "v", "fixed")
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_exported_models_agree_with_from_torch():
     """A model exported to ONNX and the same model traced by from_torch peak at the same bytes."""

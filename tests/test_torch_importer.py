@@ -316,6 +316,34 @@ def test_emel_import_traces_a_factory(tmp_path, monkeypatch, capsys):
     assert "MODULE:FUNCTION" in capsys.readouterr().err
 
 
+class _KeyCache:
+    """A cache object that is not a pytree (as Hugging Face's DynamicCache), updated in place."""
+
+    def __init__(self, keys):
+        self.layers = [{"keys": keys}]
+
+
+def test_an_input_objects_tensors_are_inputs_and_the_object_is_left_as_it_was():
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x, cache):
+            layer = cache.layers[0]
+            layer["keys"] = torch.cat([layer["keys"], self.proj(x)])   # the cache grows in place
+            return layer["keys"].sum(0)
+
+    keys = torch.randn(5, 8)
+    cache = _KeyCache(keys)
+    g = mm.from_torch(Decoder(), (torch.randn(1, 8), cache))
+    by_id = {t["id"]: t for t in g.tensors}
+    assert by_id["cache.layers.0.keys"]["role"] == "input" and by_id["cache.layers.0.keys"]["shape"] == [5, 8]
+    assert not [i for i in by_id if i.startswith("_tensor_constant")]
+    assert cache.layers[0]["keys"] is keys          # not a traced tensor left in the caller's cache
+    assert mm.plan(g).tensors["cache.layers.0.keys"].arena == "activations"
+
+
 def test_constants_and_dict_outputs():
     class WithConstant(nn.Module):
         def __init__(self):

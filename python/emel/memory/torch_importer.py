@@ -21,6 +21,7 @@ roles.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import operator
@@ -95,6 +96,25 @@ def _tensor_leaves(value, torch, depth: int = 0, seen: set | None = None) -> lis
             out.extend(_tensor_leaves([v for k, v in sorted(vars(leaf).items())
                                        if not k.startswith("__")], torch, depth + 1, seen))
     return out
+
+
+def _held_tensors(value, name: str, torch, depth: int = 0, seen: set | None = None) -> list:
+    """(name, tensor) for the tensors an input object that is not a pytree holds (a
+    Hugging Face ``DynamicCache``), walked as :func:`_tensor_leaves` walks outputs:
+    lists, tuples and dicts by position and key, other objects by attribute."""
+    seen = set() if seen is None else seen
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, (list, tuple)):
+        return [h for i, v in enumerate(value) for h in _held_tensors(v, f"{name}.{i}", torch, depth, seen)]
+    if isinstance(value, dict):
+        return [h for k, v in value.items() for h in _held_tensors(v, f"{name}.{k}", torch, depth, seen)]
+    if depth < 4 and hasattr(value, "__dict__") and id(value) not in seen \
+            and not isinstance(value, (torch.nn.Module, type)):
+        seen.add(id(value))
+        return [h for k, v in sorted(vars(value).items()) if not k.startswith("__")
+                for h in _held_tensors(v, f"{name}.{k}", torch, depth + 1, seen)]
+    return []
 
 
 class _ModuleTracker:
@@ -245,6 +265,19 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     paths_leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
     leaves = [leaf for _, leaf in paths_leaves]
     tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    # Tensors held by input objects that are not pytrees (a key/value cache
+    # object): the trace captures them as constants, so they are named as
+    # inputs by identity; and the model may update such an object in place
+    # (the cache appends), so it gets a copy that shares the tensors: the
+    # caller's object is left as it was, not holding traced values.
+    held: dict[int, str] = {}
+    for i, (path, leaf) in enumerate(paths_leaves):
+        if isinstance(leaf, torch.Tensor):
+            continue
+        tensors = _held_tensors(leaf, _leaf_names(model, [path], len(args), alone=True)[0], torch)
+        if tensors:
+            held.update((id(t), n) for n, t in tensors)
+            leaves[i] = copy.deepcopy(leaf, {id(t): t for _, t in tensors})
     if optimizer is not None and not training:
         raise ValueError("from_torch: optimizer= needs training=True (the optimizer steps after the backward pass)")
     # An unsupported optimizer is refused before tracing.
@@ -308,7 +341,7 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     grad_of: dict[str, str] = {}
     graph = _graph_from_fx(gm, placeholder_names, placeholder_roles, training,
                            grad_names=trainable, name=title, source=source,
-                           modules=tracker.modules_of(gm), grad_of=grad_of)
+                           modules=tracker.modules_of(gm), grad_of=grad_of, held_inputs=held)
     if optimizer is not None:
         names = [n for n in optimized_parameters(optimizer, params) if n in trainable]
         add_optimizer_step(graph, optimizer, names, grad_of)
@@ -316,9 +349,10 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     return graph
 
 
-def _leaf_names(model, paths: list, n_args: int) -> list[str]:
+def _leaf_names(model, paths: list, n_args: int, alone: bool = False) -> list[str]:
     """Input ids: forward()'s parameter names for top-level tensors, keyword names for
-    keyword inputs (``input_ids``), ``input.<path>`` inside positional pytrees."""
+    keyword inputs (``input_ids``), ``input.<path>`` inside positional pytrees.
+    ``alone``: one path named on its own (a positional argument by its parameter's name)."""
     def part(key) -> str:
         for attr in ("key", "idx", "name"):
             if hasattr(key, attr):
@@ -326,7 +360,7 @@ def _leaf_names(model, paths: list, n_args: int) -> list[str]:
         return str(key)
 
     positional = [p for p in paths if part(p[0]) == "0"]
-    top_level = len(positional) == n_args and all(len(p) == 2 for p in positional)
+    top_level = (alone or len(positional) == n_args) and all(len(p) == 2 for p in positional)
     forward_names = _input_names(model, n_args) if top_level else []
     names = []
     for path in paths:
@@ -404,9 +438,11 @@ def _tensors_in(value, torch) -> list:
 
 
 def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_names, name,
-                   source, modules: dict | None = None, grad_of: dict | None = None) -> Graph:
+                   source, modules: dict | None = None, grad_of: dict | None = None,
+                   held_inputs: dict | None = None) -> Graph:
     """The Graph of a traced step; ``grad_of``, when given, is filled with
-    parameter name -> the tensor id of its gradient."""
+    parameter name -> the tensor id of its gradient. ``held_inputs``: id() of
+    an input tensor the trace captured as a constant -> its input name."""
     torch = _require_torch()
     modules = modules or {}
     b = _Builder(torch)
@@ -433,8 +469,9 @@ def _graph_from_fx(gm, placeholder_names, placeholder_roles, training, *, grad_n
             if value is None:
                 value = getattr(gm, fx_node.target)
             if isinstance(value, torch.Tensor):
-                ident = b.unique(fx_node.name)
-                b.add(ident, value, "parameter")
+                held = (held_inputs or {}).get(id(getattr(gm, fx_node.target, None)))
+                ident = b.unique(held or fx_node.name)
+                b.add(ident, value, "input" if held else "parameter")
                 ids_of[fx_node] = [ident]
             continue
         if fx_node.op == "output":
