@@ -279,6 +279,32 @@ def test_emel_fit_onnx_batch(tmp_path, capsys):
     assert mm.plan(make(value + 1), strategy="auto").total_bytes > budget
 
 
+def test_emel_fit_searches_one_of_several_symbolic_dimensions(tmp_path, capsys):
+    """x[B,3,H,W]: --input-shape x=B,3,8,8 fixes H and W and leaves B to the search;
+    the messages on the way there say what to write."""
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 4, "H", "W"])], [w])
+    path = str(tmp_path / "bhw.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    args = [path, "--budget", "64KiB", "--dim", "B", "--max", "64"]
+    assert fit.main(args) == 1
+    assert "--input-shape x=B,3,D,D" in capsys.readouterr().err
+    assert fit.main(args + ["--input-shape", "x=1,3,8,8"]) == 1
+    assert "'x' is fixed there: write B where it goes" in capsys.readouterr().err
+    assert fit.main(args + ["--input-shape", "x=B,3,8,8"]) == 0
+    value = int(capsys.readouterr().out.split(": ")[1].split(" ")[0])
+    make = fit.onnx_at(path, "B", {"x": ["B", 3, 8, 8]})
+    assert {t["id"]: t["shape"] for t in make(value).tensors}["x"] == [value, 3, 8, 8]
+    assert mm.plan(make(value), strategy="auto").total_bytes <= 64 * 1024 \
+        < mm.plan(make(value + 1), strategy="auto").total_bytes
+
+
 def test_emel_fit_traces_a_torch_factory_by_path(tmp_path, capsys):
     """emel-fit --torch FILE.py:FUNCTION: FUNCTION(batch) -> (model, inputs) on
     meta, traced at each value; the answer is backed by the two plans, checked

@@ -193,17 +193,21 @@ def add_input_shape_option(p: argparse.ArgumentParser) -> None:
                         "(repeatable), e.g. --input-shape x=1,3,224,224")
 
 
-def parse_input_shapes(items: list[str]) -> dict:
-    """``["x=1,3,224,224"]`` -> ``{"x": [1, 3, 224, 224]}``; ValueError on a bad item."""
+def parse_input_shapes(items: list[str], symbols: tuple = ()) -> dict:
+    """``["x=1,3,224,224"]`` -> ``{"x": [1, 3, 224, 224]}``; ValueError on a bad item.
+    A name in ``symbols`` (the dimension ``emel-fit --dim`` searches) may stand for a size."""
     shapes = {}
     for item in items:
         name, sep, dims = item.rpartition("=")
         try:
             if not sep or not name:
                 raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",") if d.strip() != ""]
+            shapes[name] = [d.strip() if d.strip() in symbols else int(d)
+                            for d in dims.split(",") if d.strip() != ""]
         except ValueError:
-            raise ValueError(f"--input-shape wants NAME=D,D,... (e.g. x=1,3,224,224), got {item!r}") from None
+            also = f" or {'/'.join(symbols)}" if symbols else ""
+            raise ValueError(f"--input-shape wants NAME=D,D,... with integer sizes{also} "
+                             f"(e.g. x=1,3,224,224), got {item!r}") from None
     return shapes
 
 

@@ -227,30 +227,41 @@ def _progress(dim: str, budget: int) -> Callable[[int, int], None]:
 def onnx_at(path: str, dim: str, input_shapes: dict | None = None) -> Callable[[int], Graph]:
     """value -> the ONNX model imported with every input dimension named ``dim`` at value.
 
-    Other symbolic input dimensions need ``input_shapes`` (a fixed shape per input)."""
+    Other symbolic input dimensions need ``input_shapes`` (a fixed shape per input),
+    where ``dim`` itself may stand for a size (``x=B,3,224,224``)."""
     from .onnx_importer import _load_shapes_only, _require_onnx, from_onnx
     onnx = _require_onnx()
     model = _load_shapes_only(onnx, path)
     fixed = dict(input_shapes or {})
     named = {}
+    for name, dims in list(fixed.items()):
+        if dim in dims:                          # x=B,3,32,32: B is searched, the rest fixed
+            named[name] = [None if d == dim else d for d in fixed.pop(name)]
     for info in model.graph.input:
         dims = info.type.tensor_type.shape.dim
-        if info.name in fixed or not any(d.dim_param == dim for d in dims):
+        if info.name in fixed or info.name in named or not any(d.dim_param == dim for d in dims):
             continue
         named[info.name] = [(None if d.dim_param == dim else
                              (d.dim_value if d.HasField("dim_value") else d.dim_param)) for d in dims]
     if not named:
+        held = [name for name in fixed
+                for info in model.graph.input if info.name == name
+                and any(d.dim_param == dim for d in info.type.tensor_type.shape.dim)]
+        also = (f" that --input-shape leaves free ({held[0]!r} is fixed there: write {dim} where "
+                f"it goes)") if held else ""
         raise PlanError("INVALID_IR_SHAPES",
-                        f"--dim {dim}: no input of {path} has a dimension named {dim!r}")
+                        f"--dim {dim}: no input of {path} has a dimension named {dim!r}{also}")
 
     def make(value: int) -> Graph:
         shapes = dict(fixed)
         for name, dims in named.items():
             for d in dims:
                 if isinstance(d, str):
+                    example = ",".join(dim if e is None else ("D" if isinstance(e, str) else str(e))
+                                       for e in dims)
                     raise PlanError("INVALID_IR_SHAPES",
                                     f"input {name!r} of {path} also has the symbolic dimension "
-                                    f"{d!r}; fix it with --input-shape {name}=D,D,...", tensor=name)
+                                    f"{d!r}; fix it with --input-shape {name}={example}", tensor=name)
             shapes[name] = [value if d is None else d for d in dims]
         return from_onnx(model, input_shapes=shapes)
     return make
@@ -305,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output_path(args.json, "--json", dash_is_stdout=False)
         budget = parse_bytes(args.budget)
-        shapes = parse_input_shapes(args.input_shape)
+        shapes = parse_input_shapes(args.input_shape, symbols=(args.dim,))
         curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]
                         if args.curve else [])
     except ValueError as e:
