@@ -93,6 +93,21 @@ def test_first_unknown_shape_is_named():
     assert (e.value.code, e.value.tensor, e.value.node) == ("INVALID_IR_SHAPES", "b", "mystery")
 
 
+def test_inputs_that_disagree_are_shown_where_a_shape_is_unknown():
+    """A skip connection's Concat at input shapes the model cannot take (15x15 with
+    14x14): its output has no shape, and the message shows what the Concat read."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["z"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1, name="skip"), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "unet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, "H", "H"]),
+                                              helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, "h", "h"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert mm.from_onnx(model, input_shapes={"x": [1, 4, 8, 8], "z": [1, 4, 8, 8]}).tensors
+    with pytest.raises(mm.PlanError, match=r"reads 'a' \[1, 4, 15, 15\], 'b' \[1, 4, 14, 14\]") as e:
+        mm.from_onnx(model, input_shapes={"x": [1, 4, 15, 15], "z": [1, 4, 14, 14]})
+    assert (e.value.tensor, e.value.node) == ("c", "skip")
+
+
 def test_paths_and_bytes_load(tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_model(), str(path))

@@ -296,13 +296,19 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
         tensors[tid] = entry
         return entry
 
-    def shape_of(tid: str, where: str, node: str | None = None):
+    def shape_of(tid: str, where: str, node: str | None = None, reads: list | None = None):
         ttype = value_types.get(tid)
         if ttype is None or not ttype.HasField("shape"):
+            # A node's inputs that disagree (a Concat of 15x15 and 14x14 at input
+            # shapes the model cannot take) leave its output without a shape too.
+            known = [f"{i!r} {tensors[i]['shape']}" for i in (reads or []) if i in tensors]
+            why = (f"; its node {node!r} reads {', '.join(known)} (shape inference gives no "
+                   f"shape for an operator it does not know, nor for inputs whose shapes "
+                   f"disagree)") if known else ""
             raise PlanError("INVALID_IR_SHAPES",
                             f"ONNX tensor {tid!r} ({where}) has an unknown shape after shape "
-                            f"inference; give fixed input shapes ({_flag}) or a model with "
-                            f"static shapes", tensor=tid, node=node)
+                            f"inference{why}; give fixed input shapes ({_flag}) the model can take, "
+                            f"or a model with static shapes", tensor=tid, node=node)
         dims = []
         for d in ttype.shape.dim:
             if not d.HasField("dim_value"):
@@ -351,7 +357,7 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
                 raise PlanError("INVALID_IR_SHAPES",
                                 f"node {node_id!r} ({node.op_type}) writes {out!r}, which is already "
                                 f"defined (ONNX values are assigned once)", tensor=out, node=node_id)
-            dims, elem = shape_of(out, f"output {k} of {node.op_type} node {node_id!r}", node_id)
+            dims, elem = shape_of(out, f"output {k} of {node.op_type} node {node_id!r}", node_id, inputs)
             entry = add(out, dims, elem, "output" if out in output_set else "activation", "")
             data = tensors.get(node.input[0]) if node.input and node.input[0] else None
             if node.op_type in VIEW_OPS and k == 0 and data is not None \
