@@ -316,6 +316,15 @@ def test_emel_import_traces_a_factory(tmp_path, monkeypatch, capsys):
     assert "MODULE:FUNCTION" in capsys.readouterr().err
 
 
+def test_tensor_arguments_keep_their_names_beside_arguments_that_are_not_tensors():
+    class Scaled(nn.Module):
+        def forward(self, x, scale: int, y):
+            return x * scale + y
+
+    g = mm.from_torch(Scaled(), (torch.randn(4), 3, torch.randn(4)))
+    assert [t["id"] for t in g.tensors if t["role"] == "input"] == ["x", "y"]
+
+
 class _KeyCache:
     """A cache object that is not a pytree (as Hugging Face's DynamicCache), updated in place."""
 

@@ -274,7 +274,7 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     for i, (path, leaf) in enumerate(paths_leaves):
         if isinstance(leaf, torch.Tensor):
             continue
-        tensors = _held_tensors(leaf, _leaf_names(model, [path], len(args), alone=True)[0], torch)
+        tensors = _held_tensors(leaf, _leaf_names(model, [path], len(args))[0], torch)
         if tensors:
             held.update((id(t), n) for n, t in tensors)
             leaves[i] = copy.deepcopy(leaf, {id(t): t for _, t in tensors})
@@ -349,10 +349,9 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     return graph
 
 
-def _leaf_names(model, paths: list, n_args: int, alone: bool = False) -> list[str]:
+def _leaf_names(model, paths: list, n_args: int) -> list[str]:
     """Input ids: forward()'s parameter names for top-level tensors, keyword names for
-    keyword inputs (``input_ids``), ``input.<path>`` inside positional pytrees.
-    ``alone``: one path named on its own (a positional argument by its parameter's name)."""
+    keyword inputs (``input_ids``), ``input.<path>`` inside positional pytrees."""
     def part(key) -> str:
         for attr in ("key", "idx", "name"):
             if hasattr(key, attr):
@@ -360,7 +359,7 @@ def _leaf_names(model, paths: list, n_args: int, alone: bool = False) -> list[st
         return str(key)
 
     positional = [p for p in paths if part(p[0]) == "0"]
-    top_level = (alone or len(positional) == n_args) and all(len(p) == 2 for p in positional)
+    top_level = all(len(p) == 2 for p in positional)   # (arguments that are not tensors have no path here)
     forward_names = _input_names(model, n_args) if top_level else []
     names = []
     for path in paths:
