@@ -386,6 +386,23 @@ def test_fast_verify_counts_and_refuses_like_executorchs_loop(specs, allow):
         assert fast == theirs
 
 
+def test_fast_verify_hands_over_what_it_cannot_sum_or_follow():
+    """Offsets past int64 and a circular storage_base: None (ExecuTorch's loop decides),
+    never a wrapped count nor an exception of its own."""
+    a, b = _spec(16, 0, 1, mem_id=1), _spec(16, 3, 4, mem_id=1)
+    a.mem_offset = b.mem_offset = 2**63 - 8
+    for s in (a, b):
+        s.mem_obj_id = None
+    assert emx.storage_reuse_pairs([a, b], False, mp.Verifier) is None
+    assert _executorchs_loop([a, b], False) == 1
+    a.mem_offset = b.mem_offset = 0
+    assert emx.storage_reuse_pairs([a, b], False, mp.Verifier) == 1
+    b.lifetime = [0, 1]
+    a.storage_base, b.storage_base = b, a
+    assert emx.storage_reuse_pairs([a, b], False, mp.Verifier) is None
+    assert "Circular storage_base" in _executorchs_loop([a, b], False)
+
+
 def test_verify_raises_executorchs_error_on_a_corrupted_plan(lowered):
     """Two specs live together moved onto the same bytes: both checks raise the loop's error."""
     edge, _ = lowered("bert")

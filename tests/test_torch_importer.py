@@ -353,6 +353,20 @@ def test_an_input_objects_tensors_are_inputs_and_the_object_is_left_as_it_was():
     assert mm.plan(g).tensors["cache.layers.0.keys"].arena == "activations"
 
 
+def test_an_input_object_that_cannot_be_copied_is_used_as_it_is():
+    import threading
+
+    class Decoder(nn.Module):
+        def forward(self, x, cache):
+            return x + cache.layers[0]["keys"]
+
+    cache = _KeyCache(torch.randn(8))
+    cache.lock = threading.Lock()                    # deepcopy refuses a lock
+    with pytest.warns(UserWarning, match="'cache' could not be copied"):
+        g = mm.from_torch(Decoder(), (torch.randn(8), cache))
+    assert {t["id"]: t["role"] for t in g.tensors}["cache.layers.0.keys"] == "input"
+
+
 def test_constants_and_dict_outputs():
     class WithConstant(nn.Module):
         def __init__(self):

@@ -372,8 +372,8 @@ def storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, verifier) -> 
 
     ``None`` where ExecuTorch's loop would raise or might (a rule broken, or a
     spec it would refuse: mem_obj_id set on some specs only, an offset,
-    size or lifetime not a non-negative int): the caller then runs that loop,
-    so the error is ExecuTorch's own. ``verifier`` is ExecuTorch's
+    size or lifetime not a non-negative int, or past 2^63 - 1, or a circular
+    storage_base): the caller then runs that loop, so the error is ExecuTorch's own. ``verifier`` is ExecuTorch's
     ``Verifier`` class (its lifetime and storage-root rules are used as
     they are). Per ``mem_id``:
 
@@ -395,9 +395,10 @@ def storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, verifier) -> 
     for s in specs:
         life = s.lifetime
         if not (_is_int(s.mem_offset) and s.mem_offset >= 0 and _is_int(s.allocated_memory)
-                and s.allocated_memory >= 0 and life is not None and len(life) == 2
-                and _is_int(life[0]) and _is_int(life[1])):
-            return None
+                and s.allocated_memory >= 0 and s.mem_offset + s.allocated_memory < 2**63
+                and life is not None and len(life) == 2 and _is_int(life[0]) and _is_int(life[1])
+                and -2**63 <= life[0] < 2**63 and -2**63 <= life[1] < 2**63):
+            return None                         # (the sums below are int64)
         groups.setdefault(s.mem_id, []).append(s)
     pairs = 0
     for group in groups.values():
@@ -439,22 +440,32 @@ def _ids_share_bytes(group, lo, hi) -> bool:
 
 
 def _live_together_overlap(group, lo, hi, verifier) -> bool:
-    """Whether two specs live together overlap in bytes, neither backing the other's storage."""
+    """Whether two specs live together overlap in bytes, neither backing the other's
+    storage (or a storage_base chain is circular, which ExecuTorch's loop refuses)."""
     birth = np.array([s.lifetime[0] for s in group], dtype=np.int64)
     death = np.array([s.lifetime[1] for s in group], dtype=np.int64)
     live = np.flatnonzero(birth <= death)                    # an empty lifetime meets nothing
     order = live[np.argsort(birth[live], kind="stable")]
     b, d, o_lo, o_hi = birth[order], death[order], lo[order], hi[order]
     ends = np.searchsorted(b, d, side="right")               # born at or before the death of each
-    for k in range(len(order)):
-        if ends[k] <= k + 1:
-            continue
-        js = np.arange(k + 1, ends[k])
-        hits = js[(o_lo[js] < o_hi[k]) & (o_lo[k] < o_hi[js])]
-        for j in hits:
-            lhs, rhs = group[order[k]], group[order[j]]
-            if lhs not in verifier._storage_root_chain(rhs) and rhs not in verifier._storage_root_chain(lhs):
-                return True
+    chains: Dict[int, set] = {}                               # each spec's storage root chain, once
+
+    def chain(spec) -> set:
+        if id(spec) not in chains:
+            chains[id(spec)] = verifier._storage_root_chain(spec)
+        return chains[id(spec)]
+    try:
+        for k in range(len(order)):
+            if ends[k] <= k + 1:
+                continue
+            js = np.arange(k + 1, ends[k])
+            hits = js[(o_lo[js] < o_hi[k]) & (o_lo[k] < o_hi[js])]
+            for j in hits:
+                lhs, rhs = group[order[k]], group[order[j]]
+                if lhs not in chain(rhs) and rhs not in chain(lhs):
+                    return True
+    except _executorch().mp.InternalError:   # a circular chain: ExecuTorch's loop says so
+        return True
     return False
 
 

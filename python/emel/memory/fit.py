@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output_path(args.json, "--json", dash_is_stdout=False)
         budget = parse_bytes(args.budget)
-        shapes = parse_input_shapes(args.input_shape, symbols=(args.dim,))
+        # --dim may stand for a size in --input-shape, unless it reads as one itself.
+        shapes = parse_input_shapes(args.input_shape, symbols=() if args.dim.isdigit() else (args.dim,))
         curve_values = ([int(v) for v in args.curve.split(",") if v.strip()]
                         if args.curve else [])
     except ValueError as e:

@@ -26,6 +26,7 @@ import inspect
 import logging
 import operator
 import os
+import warnings
 from typing import Any, Callable
 
 from .errors import PlanError
@@ -109,12 +110,23 @@ def _held_tensors(value, name: str, torch, depth: int = 0, seen: set | None = No
         return [h for i, v in enumerate(value) for h in _held_tensors(v, f"{name}.{i}", torch, depth, seen)]
     if isinstance(value, dict):
         return [h for k, v in value.items() for h in _held_tensors(v, f"{name}.{k}", torch, depth, seen)]
-    if depth < 4 and hasattr(value, "__dict__") and id(value) not in seen \
-            and not isinstance(value, (torch.nn.Module, type)):
+    attrs = _attributes(value)
+    if depth < 4 and attrs and id(value) not in seen and not isinstance(value, (torch.nn.Module, type)):
         seen.add(id(value))
-        return [h for k, v in sorted(vars(value).items()) if not k.startswith("__")
+        return [h for k, v in sorted(attrs.items()) if not k.startswith("__")
                 for h in _held_tensors(v, f"{name}.{k}", torch, depth + 1, seen)]
     return []
+
+
+def _attributes(value) -> dict:
+    """An object's attributes: its ``__dict__`` and its ``__slots__``."""
+    attrs = dict(vars(value)) if hasattr(value, "__dict__") else {}
+    for cls in type(value).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                attrs.setdefault(slot, getattr(value, slot))
+    return attrs
 
 
 class _ModuleTracker:
@@ -271,13 +283,25 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     # (the cache appends), so it gets a copy that shares the tensors: the
     # caller's object is left as it was, not holding traced values.
     held: dict[int, str] = {}
+    owned = {id(t) for t in (*params.values(), *buffers.values())}   # the model's own: not inputs
+    shared: dict[int, Any] = {id(model): model}     # one copy of each object, sharing these
     for i, (path, leaf) in enumerate(paths_leaves):
         if isinstance(leaf, torch.Tensor):
             continue
-        tensors = _held_tensors(leaf, _leaf_names(model, [path], len(args))[0], torch)
-        if tensors:
-            held.update((id(t), n) for n, t in tensors)
-            leaves[i] = copy.deepcopy(leaf, {id(t): t for _, t in tensors})
+        tensors = [(n, t) for n, t in _held_tensors(leaf, _leaf_names(model, [path], len(args))[0], torch)
+                   if id(t) not in owned]
+        if not tensors:
+            continue
+        for n, t in tensors:
+            held.setdefault(id(t), n)               # a tensor at two paths: the first names it
+            shared[id(t)] = t
+        shared.update((id(m), m) for m in model.modules())
+        try:
+            leaves[i] = copy.deepcopy(leaf, shared)
+        except Exception as e:                      # (a lock, a non-leaf tensor, ...): the object itself
+            warnings.warn(f"from_torch: input {held[id(tensors[0][1])].split('.')[0]!r} could not be "
+                          f"copied ({type(e).__name__}: {e}); the model runs on the object itself, "
+                          f"which it may leave holding traced tensors", stacklevel=2)
     if optimizer is not None and not training:
         raise ValueError("from_torch: optimizer= needs training=True (the optimizer steps after the backward pass)")
     # An unsupported optimizer is refused before tracing.
