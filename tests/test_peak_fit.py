@@ -305,6 +305,16 @@ def test_emel_fit_searches_one_of_several_symbolic_dimensions(tmp_path, capsys):
         < mm.plan(make(value + 1), strategy="auto").total_bytes
 
 
+def test_input_shape_beside_a_torch_factory_is_refused(capsys):
+    """--torch FUNCTION(value) makes its own inputs: an --input-shape beside it would be
+    ignored, so both commands refuse it (exit 2) and say why."""
+    from emel.memory import import_cli
+    for main in (lambda a: fit.main(a + ["--budget", "1MiB", "--dim", "batch"]), import_cli.main):
+        with pytest.raises(SystemExit) as e:
+            main(["--torch", "zoo:make", "--input-shape", "x=1,3"])
+        assert e.value.code == 2 and "--input-shape applies to ONNX models only" in capsys.readouterr().err
+
+
 def test_emel_fit_traces_a_torch_factory_by_path(tmp_path, capsys):
     """emel-fit --torch FILE.py:FUNCTION: FUNCTION(batch) -> (model, inputs) on
     meta, traced at each value; the answer is backed by the two plans, checked

@@ -324,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     if (args.model is None) == (args.torch is None):
         p.error("give a MODEL file or --torch MODULE:FUNCTION (one of them)")
+    if shapes and args.torch is not None:     # FUNCTION(value) makes its own inputs
+        p.error("--input-shape applies to ONNX models only; --torch FUNCTION(value) returns its inputs")
     check_training_flags(p, args)
     if args.model is not None and args.model.lower().endswith(".gguf"):
         from .gguf.fit import run as run_gguf  # llama.cpp's buffers for a GGUF model (docs/gguf.md)

@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         check_output_path(args.output, "-o")
     except ValueError as e:
         p.error(str(e))
+    if shapes and args.model is None:
+        p.error("--input-shape applies to ONNX models only")
     try:
         if args.example is not None:
             graph = examples.load(args.example)
