@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .errors import PlanError
+from .errors import PlanError, is_int
 from .placement import place
 
 __all__ = ["EmelAlgorithm", "ArenaStats", "CallStats", "BufferReport", "memory_planning_pass", "suite",
@@ -363,10 +363,6 @@ def verify(graph_module, graph_signature=None, *, alloc_graph_input=True, alloc_
     return v.verify_storage_reuse(allow_lifetime_and_storage_overlap) if pairs is None else pairs
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, verifier) -> Optional[int]:
     """``verify_storage_reuse``'s count over ``specs`` without comparing every pair.
 
@@ -394,9 +390,9 @@ def storage_reuse_pairs(specs, allow_lifetime_and_storage_overlap, verifier) -> 
     groups: Dict[object, list] = {}
     for s in specs:
         life = s.lifetime
-        if not (_is_int(s.mem_offset) and s.mem_offset >= 0 and _is_int(s.allocated_memory)
+        if not (is_int(s.mem_offset) and s.mem_offset >= 0 and is_int(s.allocated_memory)
                 and s.allocated_memory >= 0 and s.mem_offset + s.allocated_memory < 2**63
-                and life is not None and len(life) == 2 and _is_int(life[0]) and _is_int(life[1])
+                and life is not None and len(life) == 2 and is_int(life[0]) and is_int(life[1])
                 and -2**63 <= life[0] < 2**63 and -2**63 <= life[1] < 2**63):
             return None                         # (the sums below are int64)
         groups.setdefault(s.mem_id, []).append(s)

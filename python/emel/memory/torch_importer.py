@@ -284,24 +284,25 @@ def from_torch(model, example_inputs: Any = (), training: bool = False, *,
     # caller's object is left as it was, not holding traced values.
     held: dict[int, str] = {}
     owned = {id(t) for t in (*params.values(), *buffers.values())}   # the model's own: not inputs
-    shared: dict[int, Any] = {id(model): model}     # one copy of each object, sharing these
+    shared: dict[int, Any] = {}     # what every copy shares: the held tensors and the model's modules
     for i, (path, leaf) in enumerate(paths_leaves):
         if isinstance(leaf, torch.Tensor):
             continue
-        tensors = [(n, t) for n, t in _held_tensors(leaf, _leaf_names(model, [path], len(args))[0], torch)
-                   if id(t) not in owned]
+        base = _leaf_names(model, [path], len(args))[0]
+        tensors = [(n, t) for n, t in _held_tensors(leaf, base, torch) if id(t) not in owned]
         if not tensors:
             continue
+        if not shared:
+            shared.update((id(m), m) for m in model.modules())
         for n, t in tensors:
             held.setdefault(id(t), n)               # a tensor at two paths: the first names it
             shared[id(t)] = t
-        shared.update((id(m), m) for m in model.modules())
         try:
             leaves[i] = copy.deepcopy(leaf, shared)
         except Exception as e:                      # (a lock, a non-leaf tensor, ...): the object itself
-            warnings.warn(f"from_torch: input {held[id(tensors[0][1])].split('.')[0]!r} could not be "
-                          f"copied ({type(e).__name__}: {e}); the model runs on the object itself, "
-                          f"which it may leave holding traced tensors", stacklevel=2)
+            warnings.warn(f"from_torch: input {base!r} could not be copied ({type(e).__name__}: {e}); "
+                          f"the model runs on the object itself, which it may leave holding traced "
+                          f"tensors", stacklevel=2)
     if optimizer is not None and not training:
         raise ValueError("from_torch: optimizer= needs training=True (the optimizer steps after the backward pass)")
     # An unsupported optimizer is refused before tracing.
