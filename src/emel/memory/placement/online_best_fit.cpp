@@ -3,7 +3,7 @@
 // such as ggml-alloc place tensors as they go.
 #include <algorithm>
 #include <map>
-#include <numeric>
+#include <queue>
 #include <set>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -81,17 +81,22 @@ Placement place_online_best_fit(const Buffers& b) {
     Placement out;
     out.offset.assign(n, 0);
     out.method = "best_fit";
-    std::vector<uint32_t> by_birth(n), by_death(n);
-    std::iota(by_birth.begin(), by_birth.end(), 0u);
-    std::iota(by_death.begin(), by_death.end(), 0u);
-    std::sort(by_birth.begin(), by_birth.end(), [&](uint32_t x, uint32_t y) {
-        if (b.lower[x] != b.lower[y]) return b.lower[x] < b.lower[y];
-        if (b.size[x] != b.size[y]) return b.size[x] > b.size[y];
-        return b.rank[x] < b.rank[y];
+    // The buffers in birth order, sorted as (lower, id) records: sorting
+    // indices by comparing through them missed the cache at every step on
+    // large random traces (10^6 buffers: 1.11 s in all, most of it waiting
+    // on those reads). Ties of lower, rarer, are broken through the arrays.
+    struct Birth {
+        uint64_t lower;
+        uint32_t id;
+    };
+    std::vector<Birth> births(n);
+    for (uint32_t x = 0; x < n; ++x) births[x] = {b.lower[x], x};
+    std::sort(births.begin(), births.end(), [&](const Birth& p, const Birth& q) {
+        if (p.lower != q.lower) return p.lower < q.lower;
+        if (b.size[p.id] != b.size[q.id]) return b.size[p.id] > b.size[q.id];
+        return b.rank[p.id] < b.rank[q.id];
     });
-    std::sort(by_death.begin(), by_death.end(),
-              [&](uint32_t x, uint32_t y) { return b.upper[x] < b.upper[y]; });
-    std::vector<uint8_t> placed(n, 0);
+    std::vector<uint8_t> placed(b.has_partners() ? n : 0, 0);
     auto clashes_with_partner = [&](uint32_t x, uint64_t start) {
         if (!b.has_partners()) return false;
         for (uint32_t q : b.partners[x])
@@ -100,16 +105,30 @@ Placement place_online_best_fit(const Buffers& b) {
                 return true;
         return false;
     };
+    // The live blocks, soonest death first. Blocks that die at the same
+    // instant are all freed before the next birth, and a release merges only
+    // with the free blocks it touches: any order among them gives the same
+    // free list.
+    struct Live {
+        uint64_t upper, start, end;
+        bool operator>(const Live& o) const { return upper > o.upper; }
+    };
+    std::priority_queue<Live, std::vector<Live>, std::greater<Live>> live;
     FreeList free;
     uint64_t mark = 0;  // high-water mark
-    size_t next_death = 0;
-    for (uint32_t x : by_birth) {
-        const uint64_t now = b.lower[x];
-        for (; next_death < n && b.upper[by_death[next_death]] <= now; ++next_death) {
-            const uint32_t d = by_death[next_death];
-            if (placed[d] && b.lower[d] < b.upper[d])
-                free.release(out.offset[d], out.offset[d] + b.size[d]);
+    // The rows are read through the index: fetched a few buffers ahead.
+    constexpr size_t kAhead = 16;
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kAhead < n) {
+            const uint32_t ahead = births[i + kAhead].id;
+            __builtin_prefetch(&b.upper[ahead]);
+            __builtin_prefetch(&b.size[ahead]);
+            __builtin_prefetch(&b.alignment[ahead]);
         }
+        const uint32_t x = births[i].id;
+        const uint64_t now = births[i].lower, upper = b.upper[x];
+        for (; !live.empty() && live.top().upper <= now; live.pop())
+            free.release(live.top().start, live.top().end);
         const uint64_t a = b.alignment[x], size = b.size[x];
         uint64_t block = 0, start = 0;
         const bool fits = free.visit_from(size, [&](uint64_t bs, uint64_t be) {
@@ -143,7 +162,9 @@ Placement place_online_best_fit(const Buffers& b) {
             mark = std::max(mark, *e);
         }
         out.offset[x] = start;
-        placed[x] = 1;
+        if (b.has_partners()) placed[x] = 1;
+        // Never live: never freed (it holds no instant; as the replay always did).
+        if (now < upper) live.push({upper, start, start + size});
         out.end = std::max(out.end, start + size);
     }
     return out;
