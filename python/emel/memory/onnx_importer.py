@@ -360,8 +360,9 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
             dims, elem = shape_of(out, f"output {k} of {node.op_type} node {node_id!r}", node_id, inputs)
             entry = add(out, dims, elem, "output" if out in output_set else "activation", "")
             data = tensors.get(node.input[0]) if node.input and node.input[0] else None
-            if node.op_type in VIEW_OPS and k == 0 and data is not None \
-                    and math.prod(entry["shape"]) != math.prod(data["shape"]):
+            # The first output of a view op: the same bytes as its data input, reshaped.
+            view = data if node.op_type in VIEW_OPS and k == 0 else None
+            if view is not None and math.prod(entry["shape"]) != math.prod(data["shape"]):
                 # A view keeps its element count: the shapes disagree at these input shapes
                 # (an exporter that traced the model may have fixed this target's sizes).
                 raise PlanError("INVALID_IR_SHAPES",
@@ -370,8 +371,7 @@ def from_onnx(path_or_model: Any, *, input_shapes: Mapping[str, Any] | None = No
                                 f"shape {entry['shape']} ({math.prod(entry['shape'])} elements); the model's "
                                 f"shapes disagree at these input shapes (a traced export may have fixed "
                                 f"this {node.op_type}'s target at the traced ones)", tensor=out, node=node_id)
-            if node.op_type in VIEW_OPS and k == 0 and data is not None and _aliases(
-                    entry, data, out in output_set):
+            if view is not None and _aliases(entry, data, out in output_set):
                 entry["nbytes"] = _nbytes(entry, onnx, elem)
                 entry["view_of"] = {"base": data["id"], "byte_offset": 0}
             elif node.op_type in ELEMENTWISE_OPS and any(
