@@ -122,8 +122,33 @@ def test_error_pickles():
 
 
 @given(graphgen.graph_and_kwargs(max_nodes=10),
-       st.sampled_from(["tmmu", "greedy_by_size", "best_fit"]))
-def test_restore_any_plan(case, strategy):
+       st.sampled_from(["tmmu", "greedy_by_size", "best_fit", "auto"]),
+       st.sampled_from([None, "pooled", "separate"]), st.sampled_from(["given", "optimize"]))
+def test_restore_any_plan(case, strategy, arena_layout, order):
+    # The layout and the order are recorded: a plan made with a layout other than its
+    # strategy's default, or in an optimized order, restores from the document it was
+    # planned from (both were refused as plan_differs before they were recorded).
     doc, kw = case
-    plan = mm.plan(copy.deepcopy(doc), strategy=strategy, **kw)
+    try:
+        plan = mm.plan(copy.deepcopy(doc), strategy=strategy, arena_layout=arena_layout, order=order, **kw)
+    except mm.PlanError as e:  # phases interleaved in the given order: no order to optimize from
+        assert order == "optimize" and "phase-respecting order" in str(e), e
+        return
     assert mm.restore(plan.checkpoint(), doc).to_dict() == plan.to_dict()
+
+
+def test_separate_layout_under_auto_restores():
+    graph = examples.load("llama-tiny-training")
+    plan = mm.plan(graph, mode="backward", arena_layout="separate")
+    assert "gradients" in plan.arenas and plan.options["arena_layout"] == "separate"
+    assert mm.restore(plan.checkpoint(), examples.load("llama-tiny-training")).plan_hash == plan.plan_hash
+
+
+def test_checkpoints_without_layout_and_order_still_restore():
+    # Written before arena_layout and order were recorded: the default layout, the given order.
+    doc = cbor.loads(DATA)
+    for key in ("arena_layout", "order"):
+        del doc["options"][key]
+    assert mm.restore(_redigest(doc), GRAPH).plan_hash == PLAN.plan_hash
+    doc["options"]["order"] = "given"  # one of the two alone is no layout
+    assert _refused(_redigest(doc)).reason == "corrupt"

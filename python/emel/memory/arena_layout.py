@@ -19,12 +19,19 @@ ARENA_LAYOUTS = ("pooled", "separate")
 POOLED_ROLES = {"gradient": "activations"}
 
 
+def resolved_layout(arena_layout: str | None, strategy: str) -> str | None:
+    """The layout ``arena_layout`` stands for under ``strategy`` (``None``: the
+    strategy's default); an unknown value passes through for the caller's check."""
+    if arena_layout is None:
+        return "separate" if strategy == "tmmu" else "pooled"
+    return arena_layout
+
+
 def roles_for_layout(arena_layout: str | None, strategy: str, role_arenas: Any) -> Any:
     """``role_arenas`` with the layout applied; ValueError for an unknown layout.
     A ``role_arenas`` that is not a mapping passes through for the caller's
     own check to name."""
-    if arena_layout is None:
-        arena_layout = "separate" if strategy == "tmmu" else "pooled"
+    arena_layout = resolved_layout(arena_layout, strategy)
     if arena_layout not in ARENA_LAYOUTS:
         raise ValueError(f"arena_layout must be one of {', '.join(ARENA_LAYOUTS)}; "
                          f"got {arena_layout!r}")

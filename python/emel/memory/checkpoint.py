@@ -27,8 +27,11 @@ from .planning import graph_to_plan, plan as make_plan
 
 CHECKPOINT_FORMAT = "emel.checkpoint/1"
 _KEYS = ("digest", "format", "options", "plan", "plan_hash")
-_OPTION_KEYS = ("alignment", "arenas", "fit", "mode", "role_arenas", "shard_spec", "strategy",
-                "time_budget_ms")
+_OPTION_KEYS = ("alignment", "arena_layout", "arenas", "fit", "mode", "order", "role_arenas", "shard_spec",
+                "strategy", "time_budget_ms")
+#: What checkpoints written before the layout and the order were recorded hold: they
+#: restore as they were planned when made with the defaults of both.
+_EARLIER_OPTION_KEYS = tuple(k for k in _OPTION_KEYS if k not in ("arena_layout", "order"))
 #: Why a checkpoint was refused.
 REASONS = ("corrupt", "tampered", "other_graph", "plan_differs")
 
@@ -73,7 +76,8 @@ def read_checkpoint(data: bytes) -> dict:
     if doc["digest"] != sha256(cbor.dumps(body)):
         raise CheckpointError("tampered", "the digest does not match the contents")
     plan, options = doc["plan"], doc["options"]
-    if not isinstance(options, dict) or sorted(options) != list(_OPTION_KEYS):
+    if not isinstance(options, dict) or sorted(options, key=str) not in (list(_OPTION_KEYS),
+                                                                         list(_EARLIER_OPTION_KEYS)):
         raise CheckpointError("corrupt", f"options must have the keys {', '.join(_OPTION_KEYS)}")
     try:
         recomputed = plan_hash_of_document(plan)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from . import _core
-from .arena_layout import ARENA_LAYOUTS, roles_for_layout  # noqa: F401  (ARENA_LAYOUTS: re-export)
+from .arena_layout import ARENA_LAYOUTS, resolved_layout, roles_for_layout  # noqa: F401  (ARENA_LAYOUTS: re-export)
 from .determinism import check_determinism_args
 from .errors import PlanError, U64_MAX, is_int, is_text
 from .formats import format_bytes  # noqa: F401  (re-export: emel.memory.planning.format_bytes)
@@ -189,9 +189,12 @@ def plan(graph: Any, mode: str = "inference", strategy: str = DEFAULT_STRATEGY,
                                  role_arenas={ROLES[k]: v for k, v in roles.items()})
     else:
         core = run(g)
+    # Everything that decides the plan, so that restore() plans it again alike: the
+    # layout as resolved (a strategy's default one differs), and the order.
     options = {"mode": mode, "strategy": strategy, "fit": fit, "time_budget_ms": time_budget_ms,
                "alignment": default_alignment, "arenas": config,
-               "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec}
+               "role_arenas": {ROLES[k]: v for k, v in roles.items()}, "shard_spec": spec,
+               "arena_layout": resolved_layout(arena_layout, strategy), "order": order}
     return Plan(core, graph_name=g.name, graph=g, options=options)
 
 
