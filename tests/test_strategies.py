@@ -78,6 +78,20 @@ def test_auto_never_worse_than_the_heuristics_and_deterministic():
     assert a.offsets.tolist() == b.offsets.tolist() and a.work == b.work
 
 
+def test_auto_ends_at_once_where_its_first_answers_meet_the_bound():
+    # 20,000 buffers all live at one instant (a clique): tmmu and best_fit stack them at
+    # the bound, and the first greedy pass, which costs the square of the buffers there
+    # (3.2G work units, about 4 s), is not run: auto's work is theirs alone.
+    rng = np.random.default_rng(0)
+    n = 20_000
+    lower, upper = rng.integers(0, 100, n), rng.integers(101, 200, n)
+    size = rng.integers(1, 1 << 20, n)
+    a = mm.place(lower, upper, size)
+    assert a.size == a.lower_bound and a.optimal and a.method == "tmmu"
+    assert a.work == sum(mm.place(lower, upper, size, strategy=s).work for s in ("tmmu", "best_fit"))
+    assert overlaps(lower, upper, size, a.offsets) is None
+
+
 def test_auto_orders_by_the_peak_live_bytes_of_each_lifetime():
     # Every size-first pass (and tmmu, best_fit) leaves a hole: 144 bytes.
     # Taking the buffers whose lifetimes are most crowded first (the peak of
