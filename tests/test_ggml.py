@@ -315,3 +315,47 @@ def test_buffer_ids_must_match_the_graph():
     with pytest.raises(PlanError) as info:
         ga.reserve_n(graph, [2], [0])            # buffer id 2 of 2
     assert info.value.code == "INVALID_IR_SHAPES" and "buffer id 2" in str(info.value)
+
+
+# Found by a differential run against llama.cpp's own ggml-alloc (about 67,000 random graphs;
+# expected values are what ggml gave on these graphs, docs/ggml.md "Checked against ggml").
+
+def test_clamp_runs_in_place_as_in_ggml():
+    t3 = gg.Tensor("t3", 152, op="ADD", layout=("i8", 152, 1))
+    t5 = gg.Tensor("t5", 80, op="ADD", src=[t3], layout=("f32", 20, 1))
+    t7 = gg.Tensor("t7", 80, op="CLAMP", src=[t5], layout=("f32", 20, 1))
+    ga = gg.GraphAllocator(gg.BufferType(1))
+    assert ga.alloc_graph(gg.Graph(nodes=[t3, t5, t7], leafs=[]))
+    assert (t5.address, t7.address, ga.get_buffer_size(0)) == ((0, 0, 152), (0, 0, 152), 232)
+
+
+def test_alloc_graph_binds_a_tensor_at_the_first_record_it_meets():
+    # Reserved with n0 and n1 both reading `in`; allocated with n1 reading n0 instead
+    # (nothing grew, so no realloc): ggml binds n0 at its own record (8), not at the place
+    # the reserved graph's second source record held (`in`'s, 0).
+    def graph(chain):
+        i = gg.Tensor("in", 8, flags=gg.INPUT)
+        a = gg.Tensor("n0", 8, op="MUL_MAT", src=[i], flags=0 if chain else gg.OUTPUT)
+        b = gg.Tensor("n1", 8, op="MUL_MAT", src=[a if chain else i], flags=gg.OUTPUT)
+        return gg.Graph(nodes=[a, b], leafs=[i])
+    ga = gg.GraphAllocator(gg.BufferType(8))
+    assert ga.reserve(graph(False))
+    g = graph(True)
+    assert not ga.needs_realloc(g) and ga.alloc_graph(g)
+    assert [t.address for t in g.leafs + g.nodes] == [(0, 0, 0), (0, 0, 8), (0, 0, 16)]
+
+
+def test_a_leaf_without_its_reserved_place_is_a_plan_error():
+    # ggml's needs_realloc does not look at leafs; it then aborts (a leaf that grew) or reads
+    # buffer id -1 (a leaf that had data at the reserve). emel says which leaf and why.
+    ga = gg.GraphAllocator(gg.BufferType(1))
+    assert ga.reserve(gg.Graph(nodes=[], leafs=[gg.Tensor("w", 394)]))
+    grown = gg.Graph(nodes=[], leafs=[gg.Tensor("w", 788)])
+    assert not ga.needs_realloc(grown)
+    with pytest.raises(PlanError, match=r"leaf 0 \('w'\) needs 788 bytes, 394 were reserved") as e:
+        ga.alloc_graph(grown)
+    assert e.value.code == "ARENA_TOO_SMALL"
+    ga = gg.GraphAllocator(gg.BufferType(1))
+    assert ga.reserve(gg.Graph(nodes=[], leafs=[gg.Tensor("w", 1, flags=gg.HAS_DATA)]))
+    with pytest.raises(PlanError, match=r"'w'\) had data when the graph was reserved and has none now"):
+        ga.alloc_graph(gg.Graph(nodes=[], leafs=[gg.Tensor("w", 1)]))

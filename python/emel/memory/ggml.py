@@ -29,11 +29,11 @@ SIZE_MAX = 2**64 - 1
 MAX_SRC = 10
 INPUT, OUTPUT, HAS_DATA = 1, 2, 4
 
-#: ggml_op_can_inplace: the only ops ggml runs in place.
+#: ggml_op_can_inplace: the only ops ggml runs in place (llama.cpp as of 2026, which added CLAMP).
 INPLACE_OPS = frozenset({
     "FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL",
     "DIV", "SQR", "SQRT", "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM",
-    "RMS_NORM_BACK", "SOFT_MAX", "SOFT_MAX_BACK",
+    "RMS_NORM_BACK", "CLAMP", "SOFT_MAX", "SOFT_MAX_BACK",
 })
 
 

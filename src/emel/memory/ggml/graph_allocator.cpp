@@ -389,10 +389,33 @@ bool GraphAllocator::alloc_graph(const Graph& g, std::vector<Address>& bound) {
                                     "view '" + label(g, t) + "' ends past 2^64-1", label(g, t));
                 a = Address{root.buffer_id, root.chunk, *offset};
             }
-        } else if (!(x.flags & kHasData) && s.present && s.addr.buffer_id >= 0) {
+        } else if (!(x.flags & kHasData) && s.present && s.addr.buffer_id >= 0 && a.buffer_id < 0) {
+            // The first record met binds it, as ggml's init_tensor skips a
+            // tensor whose data is set: a tensor read at another position
+            // than it was reserved at keeps the place it got first.
             a = s.addr;
         }
     };
+    // needs_realloc does not look at the leafs' own records (nor does
+    // ggml's): a leaf that grew since the reserve, or that had data then and
+    // has none now, has no place here. ggml aborts (or reads buffer id -1).
+    for (size_t i = 0; i < g.leafs.size(); ++i) {
+        const int32_t t = g.leafs[i];
+        const Tensor& x = g.tensors[static_cast<size_t>(t)];
+        const Slot& s = leaf_slots_[i];
+        if ((x.flags & kHasData) || x.view_src >= 0) continue;
+        if (!s.present || s.addr.buffer_id < 0)
+            throw PlanError(ErrorCode::ArenaTooSmall,
+                            "leaf " + std::to_string(i) + " ('" + label(g, t) +
+                                "') had data when the graph was reserved and has none now: reserve again",
+                            label(g, t));
+        if (x.size > s.size)
+            throw PlanError(ErrorCode::ArenaTooSmall,
+                            "leaf " + std::to_string(i) + " ('" + label(g, t) + "') needs " +
+                                std::to_string(x.size) + " bytes, " + std::to_string(s.size) +
+                                " were reserved for it: reserve again",
+                            label(g, t));
+    }
     for (size_t i = 0; i < g.leafs.size(); ++i) bind(g.leafs[i], leaf_slots_[i]);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Tensor& n = g.tensors[static_cast<size_t>(g.nodes[i])];
