@@ -28,6 +28,13 @@ are kept. The same ``(n, seed)`` gives the same arrays on every machine
   every 16 decoded tokens, and free them all when they finish. Every step has
   the decode batch's activations and logits (live one step, sizes following
   the batch), and each admission its prefill activations.
+- ``kv_realloc``: LLM decoding whose KV cache is one buffer per sequence, grown
+  by reallocation (no pages): each step every sequence of a batch of
+  ``sequences`` takes a buffer one or two 4 KiB blocks larger than its last,
+  both live for that step (the copy), and a request that finishes (1% a step)
+  is replaced by one with a new prompt; each step also has one activation.
+  Few conflicts per buffer: a greedy pass is cheap, so ``auto`` at the
+  default makes over a thousand of them (docs/strategies.md §2).
 
     python bench/workload_traces.py pipeline_1f1b 21504 --seed 0 -o t.csv
 """
@@ -38,7 +45,7 @@ import argparse
 
 import numpy as np
 
-FAMILIES = ("pipeline_1f1b", "paged_kv")
+FAMILIES = ("pipeline_1f1b", "paged_kv", "kv_realloc")
 
 
 def _arrays(lower, upper, size, n):
@@ -168,6 +175,32 @@ def paged_kv(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return _arrays(lower, upper, size, n)
 
 
+def kv_realloc(n: int, seed: int = 0, sequences: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decoding with a KV cache grown by reallocation (see the module docstring)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    rng = np.random.default_rng([seed, 7])
+    block = 4096
+    kv = [int(rng.integers(1, 64)) * block for _ in range(sequences)]
+    lower: list[int] = []
+    upper: list[int] = []
+    size: list[int] = []
+    step = 0
+    while len(size) < n:
+        for s in range(sequences):
+            kv[s] += block * int(rng.integers(1, 3))
+            lower.append(step)
+            upper.append(step + 2)          # the old buffer dies after the next step's copy
+            size.append(kv[s])
+            if rng.random() < 0.01:         # finished: a new request, a new prompt
+                kv[s] = int(rng.integers(1, 64)) * block
+        lower.append(step)
+        upper.append(step + 1)              # the step's activation
+        size.append(int(rng.integers(1, 100)) * 1024)
+        step += 1
+    return _arrays(lower, upper, size, n)
+
+
 def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if family == "pipeline_1f1b":
         return pipeline_1f1b(n, seed)
@@ -175,6 +208,8 @@ def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
         return pipeline_1f1b(n, seed, flush=False)
     if family == "paged_kv":
         return paged_kv(n, seed)
+    if family == "kv_realloc":
+        return kv_realloc(n, seed)
     raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}, pipeline_1f1b_noflush")
 
 

@@ -123,8 +123,10 @@ class AutoRun {
             else best_order_.clear();
         }
     }
+    // Every pass after the first costs about what the first did (pass_):
+    // a cheap one stays on one thread (place_greedy).
     Placement greedy(const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
-        return unless_overflow([&] { return place_greedy(b_, order, fit, give_up_above); }, overflowed_);
+        return unless_overflow([&] { return place_greedy(b_, order, fit, give_up_above, pass_); }, overflowed_);
     }
     bool room_for_a_pass() const { return work_ + pass_ <= work_budget_; }
     // At the bound nothing can be smaller: no pass is worth its work. The
@@ -192,7 +194,9 @@ void AutoRun::start() {
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
     // ones and clearly better on random lifetimes (docs/benchmarks.md).
-    Placement first_pass = greedy(by_size_, Fit::First, UINT64_MAX);
+    // (Its cost is not known yet: it may take the threads.)
+    Placement first_pass =
+        unless_overflow([&] { return place_greedy(b_, by_size_, Fit::First, UINT64_MAX); }, overflowed_);
     // Every later step starts from a placed answer.
     if (best_.abandoned && first_pass.abandoned) throw PlacementOverflow(overflowed_);
     // Every later greedy pass costs about what this one did: one is started
@@ -273,7 +277,8 @@ void AutoRun::try_peak_window(size_t max_buffers) {
 void AutoRun::try_sections() {
     if (b_.count() <= kSearchUpTo || best_.end <= proven_ || work_ >= work_budget_) return;
     const uint64_t share = std::min(left() / 2, kSectionsPasses * pass_);
-    Placement p = unless_overflow([&] { return place_by_sections(b_, best_, bound_, share); }, overflowed_);
+    Placement p =
+        unless_overflow([&] { return place_by_sections(b_, best_, bound_, share, {}, pass_); }, overflowed_);
     if (p.abandoned || (p.end >= best_.end && p.proven_bound <= proven_)) return;
     work_ += p.work;
     proven_ = std::max(proven_, p.proven_bound);

@@ -197,9 +197,18 @@ Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& or
     }
 }
 
+// A pass expected to cost less than this many work units (a few
+// milliseconds) runs on one thread: starting the threads and handing them
+// each batch's levels costs more than it saves there, and far more where
+// another process keeps a core busy (a waiting thread then waits for a time
+// slice). auto's local search on a KV-cache trace of 16,384 buffers, some
+// 1,160 passes of 3M units each, took 3.5-37 s on two threads and 2.3 s on
+// one (docs/strategies.md §2).
+constexpr uint64_t kThreadsFromWork = 100'000'000;
+
 // The threads of a pass in batches (null: one thread).
-std::unique_ptr<WorkerPool> pass_threads(const Buffers& b) {
-    if (!in_batches(b) || placement_threads() < 2) return nullptr;
+std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_work) {
+    if (!in_batches(b) || placement_threads() < 2 || expected_work < kThreadsFromWork) return nullptr;
     auto pool = std::make_unique<WorkerPool>(placement_threads());
     if (pool->size() < 2) return nullptr;
     return pool;
@@ -214,8 +223,9 @@ std::unique_ptr<WorkerPool> pass_threads(const Buffers& b) {
 // copied back. Nothing the pass chooses depends on the buffers' numbering
 // (spans are walked in offset order; equal offsets in any order give the
 // same gaps), so the answer and the work are the same.
-Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
-    const std::unique_ptr<WorkerPool> pool = pass_threads(b);
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
+                       uint64_t expected_work) {
+    const std::unique_ptr<WorkerPool> pool = pass_threads(b, expected_work);
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))

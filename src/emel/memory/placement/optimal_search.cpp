@@ -86,6 +86,7 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // The best quick heuristic, or the caller's better answer: an upper bound and the fallback.
     Placement best = place_greedy(b, order_by_size(b), Fit::Best);
     uint64_t work = best.work;
+    const uint64_t greedy_work = best.work;
     // No budget given: the default-budget policy (docs/strategies.md §4).
     if (work_budget == kPolicyBudget)
         work_budget = default_work_budget(b, std::min(best.end, incumbent ? incumbent->end : best.end),
@@ -121,7 +122,8 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     // Too large to search whole: searched by time sections (sections.cpp),
     // aimed at the target or the bound; never larger than the greedy answer.
     if (too_large && hi > lo && work < work_budget) {
-        Placement p = place_by_sections(b, best, std::max(target, lo), work_budget - work);
+        // The greedy start's work: what a pass over b costs.
+        Placement p = place_by_sections(b, best, std::max(target, lo), work_budget - work, {}, greedy_work);
         if (!p.abandoned && (p.end < best.end || p.optimal)) {
             if (p.end >= best.end) p.method = best.method;
             p.work += work;

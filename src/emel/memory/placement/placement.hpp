@@ -85,9 +85,11 @@ std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 
 // §2: greedy placement in a given order (greedy_by_size.cpp). A pass whose
 // end passes `give_up_above` stops there, `abandoned` (auto's passes that can
-// no longer win: their work is charged up to that point).
+// no longer win: their work is charged up to that point). `expected_work`:
+// what the caller knows a pass over `b` costs (auto: its first pass), which
+// keeps cheap passes on one thread; the answer and work never depend on it.
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                       uint64_t give_up_above = UINT64_MAX);
+                       uint64_t give_up_above = UINT64_MAX, uint64_t expected_work = UINT64_MAX);
 // §3: the online best-fit allocator, the best_fit strategy (online_best_fit.cpp):
 // not greedy's best-fit gap choice (Fit::Best in place_greedy).
 Placement place_online_best_fit(const Buffers& b);
@@ -143,8 +145,10 @@ struct SectionSizes {
     size_t search_whole_up_to = 4096;
     size_t section_rows = 1024;
 };
+// `pass_work`: what a greedy pass over all of `b` is known to cost (0: not
+// known); a component's greedy passes start only where its share holds them.
 Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
-                            SectionSizes sizes = {});
+                            SectionSizes sizes = {}, uint64_t pass_work = 0);
 
 // §5, "Full packings" (full_packing.cpp): on instances whose every instant
 // holds exactly the peak of live bytes or nothing (cut from a full
