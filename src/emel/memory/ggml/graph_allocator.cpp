@@ -398,7 +398,8 @@ bool GraphAllocator::alloc_graph(const Graph& g, std::vector<Address>& bound) {
     };
     // needs_realloc does not look at the leafs' own records (nor does
     // ggml's): a leaf that grew since the reserve, or that had data then and
-    // has none now, has no place here. ggml aborts (or reads buffer id -1).
+    // has none now, has no place here. ggml binds the grown leaf over the
+    // tensors after it (aborting past its chunk), or reads buffer id -1.
     for (size_t i = 0; i < g.leafs.size(); ++i) {
         const int32_t t = g.leafs[i];
         const Tensor& x = g.tensors[static_cast<size_t>(t)];
