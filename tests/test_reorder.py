@@ -227,10 +227,11 @@ def test_never_worse_on_model_graphs():
 
 def test_a_reordered_plan_restores_with_its_own_graph():
     p = mm.plan(fan(), strategy="auto", order="optimize")
+    assert p.graph.execution_order != [n["id"] for n in fan().nodes]  # reordered
     assert mm.restore(p.checkpoint(), p.graph).plan_hash == p.plan_hash
-    with pytest.raises(mm.CheckpointError) as e:
-        mm.restore(p.checkpoint(), fan())   # the given order is another plan
-    assert e.value.reason == "plan_differs"
+    # The checkpoint records order="optimize": the document that was planned finds the
+    # same order again (before the order was recorded this was refused as plan_differs).
+    assert mm.restore(p.checkpoint(), fan()).plan_hash == p.plan_hash
 
 
 def test_evaluator_of_a_graph_without_nodes():
