@@ -697,7 +697,6 @@ def run_emel_graph(gg, case: dict, events: list) -> None:
         g = emel_graph(gg, graph, emel_tensors(gg, graph))
         events.append(dict(event="order", graph=gid, nodes=[t.name for t in g.nodes], leafs=[t.name for t in g.leafs]))
     ga = gg.GraphAllocator([types[j] for j in galloc])
-    distinct = list(dict.fromkeys(galloc))  # emel keeps one buffer per distinct type, first seen first
     for step in case["steps"]:
         graph = case["graphs"][step[1]]
         ts = emel_tensors(gg, graph)  # fresh tensors every call, as the harness builds them
@@ -715,7 +714,8 @@ def run_emel_graph(gg, case: dict, events: list) -> None:
         ok = ga.alloc_graph(g)
         ev = dict(event="alloc", graph=step[1], needs_realloc=int(bool(needs)), ok=int(bool(ok)), addresses={},
                   sizes=[ga.get_buffer_size(i) for i in range(len(galloc))],
-                  chunks=[list(ga._buffers[distinct.index(j)] or []) for j in galloc])
+                  # every id's buffer: an id sharing a type reports the first such id's
+                  chunks=[ga.get_chunk_sizes(galloc.index(j)) for j in galloc])
         if ok:
             for d in graph["tensors"]:
                 a = ts[d["name"]].address

@@ -359,3 +359,21 @@ def test_a_leaf_without_its_reserved_place_is_a_plan_error():
     assert ga.reserve(gg.Graph(nodes=[], leafs=[gg.Tensor("w", 1, flags=gg.HAS_DATA)]))
     with pytest.raises(PlanError, match=r"'w'\) had data when the graph was reserved and has none now"):
         ga.alloc_graph(gg.Graph(nodes=[], leafs=[gg.Tensor("w", 1)]))
+
+
+def test_chunk_sizes_add_up_to_the_buffer_and_shared_ids_report_none():
+    # max_size 16: the test-alloc graph of docs/ggml.md takes two chunks, 16 + 8.
+    x0, x1, x2 = (gg.Tensor(n, 8, flags=gg.INPUT) for n in ("x0", "x1", "x2"))
+    x3 = gg.Tensor("x3", 8, op="MUL", src=[x0, x1])
+    x4 = gg.Tensor("x4", 8, op="ADD", src=[x1, x2])
+    x5 = gg.Tensor("x5", 8, op="ADD", src=[x3, x0])
+    x6 = gg.Tensor("x6", 8, op="ADD", src=[x4, x5], flags=gg.OUTPUT)
+    bt = gg.BufferType(alignment=8, max_size=16)
+    ga = gg.GraphAllocator([bt, bt])
+    assert ga.get_chunk_sizes(0) == [] and ga.get_chunk_sizes(1) == []   # nothing reserved yet
+    graph = gg.build_forward([x6])
+    assert ga.reserve_n(graph, [0] * len(graph.nodes), [0] * len(graph.leafs))
+    assert ga.get_chunk_sizes(0) == [16, 8] and sum(ga.get_chunk_sizes(0)) == ga.get_buffer_size(0) == 24
+    assert ga.get_chunk_sizes(1) == [] and ga.get_buffer_size(1) == 0    # shares id 0's buffer
+    with pytest.raises(PlanError):
+        ga.get_chunk_sizes(2)

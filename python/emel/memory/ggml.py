@@ -294,6 +294,16 @@ class GraphAllocator:
         _check_ids([buffer_id], len(self.buffer_types), "buffer_id")
         return self._core.buffer_size(buffer_id)
 
+    def get_chunk_sizes(self, buffer_id: int) -> list[int]:
+        """The sizes of the chunks of ``buffer_id``'s buffer, in chunk order: they add
+        up to :meth:`get_buffer_size`. Empty before a reserve, and for an id that
+        shares an earlier id's buffer (as the C API's ``emel_ggml_gallocr_chunk_size``)."""
+        _check_ids([buffer_id], len(self.buffer_types), "buffer_id")
+        k = self._allocator_of[buffer_id]
+        if k in self._allocator_of[:buffer_id]:
+            return []
+        return list(self._core.buffer_chunks(k) or [])
+
 
 class TensorAllocator:
     """ggml_tallocr: tensors one after another in one buffer, never freed."""
