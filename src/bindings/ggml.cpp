@@ -156,6 +156,11 @@ void bind_ggml(py::module_& m) {
                  return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_size(id); });
              },
              py::arg("buffer_id"))
+        .def("chunk_sizes",
+             [](SharedGraphAllocator& a, int32_t id) {
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.chunk_sizes(id); });
+             },
+             py::arg("buffer_id"))
         .def("buffer_chunks",
              [](SharedGraphAllocator& a, size_t type) {
                  return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_chunks(type); });

@@ -299,10 +299,7 @@ class GraphAllocator:
         up to :meth:`get_buffer_size`. Empty before a reserve, and for an id that
         shares an earlier id's buffer (as the C API's ``emel_ggml_gallocr_chunk_size``)."""
         _check_ids([buffer_id], len(self.buffer_types), "buffer_id")
-        k = self._allocator_of[buffer_id]
-        if k in self._allocator_of[:buffer_id]:
-            return []
-        return list(self._core.buffer_chunks(k) or [])
+        return self._core.chunk_sizes(buffer_id)
 
 
 class TensorAllocator:

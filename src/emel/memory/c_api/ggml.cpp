@@ -123,15 +123,6 @@ int32_t buffer_id_at(const ggml::GraphAllocator& a, int32_t buffer_id, const cha
     return buffer_id;
 }
 
-// The chunks of a buffer id's buffer; none for an id sharing an earlier id's.
-std::vector<uint64_t> chunks_of(const ggml::GraphAllocator& a, int32_t buffer_id) {
-    const int32_t k = a.type_of(static_cast<size_t>(buffer_id));
-    for (int32_t b = 0; b < buffer_id; ++b)
-        if (a.type_of(static_cast<size_t>(b)) == k) return {};
-    const auto& chunks = a.buffer_chunks(static_cast<size_t>(k));
-    return chunks ? *chunks : std::vector<uint64_t>();
-}
-
 size_t planned_tensor(const ggml::GraphAllocator& a, size_t tensor, const char* fn) {
     if (!a.has_plan()) bad_arg(fn, "nothing has been reserved yet");
     if (tensor >= a.addresses().size())
@@ -441,7 +432,7 @@ EMEL_API emel_status emel_ggml_gallocr_num_chunks(const emel_ggml_gallocr* gallo
     return guarded([&] {
         const ggml::GraphAllocator& a = gallocr(galloc, fn);
         need(out, fn, "out");
-        *out = chunks_of(a, buffer_id_at(a, buffer_id, fn)).size();
+        *out = a.chunk_sizes(buffer_id_at(a, buffer_id, fn)).size();
     });
 }
 
@@ -451,7 +442,7 @@ EMEL_API emel_status emel_ggml_gallocr_chunk_size(const emel_ggml_gallocr* gallo
     return guarded([&] {
         const ggml::GraphAllocator& a = gallocr(galloc, fn);
         need(out, fn, "out");
-        const auto chunks = chunks_of(a, buffer_id_at(a, buffer_id, fn));
+        const auto chunks = a.chunk_sizes(buffer_id_at(a, buffer_id, fn));
         if (chunk >= chunks.size())
             bad_arg(fn, "chunk " + std::to_string(chunk) + " out of range (" +
                             std::to_string(chunks.size()) + " chunks)");

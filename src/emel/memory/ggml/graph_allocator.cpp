@@ -427,18 +427,21 @@ bool GraphAllocator::alloc_graph(const Graph& g, std::vector<Address>& bound) {
     return true;
 }
 
-uint64_t GraphAllocator::buffer_size(int32_t buffer_id) const {
+std::vector<uint64_t> GraphAllocator::chunk_sizes(int32_t buffer_id) const {
     if (buffer_id < 0 || static_cast<size_t>(buffer_id) >= type_of_.size())
         throw PlanError(ErrorCode::InvalidIrShapes, "buffer id " + std::to_string(buffer_id) +
                                                         " out of range (" + std::to_string(type_of_.size()) +
                                                         " buffer ids)");
     const int32_t k = type_of_[static_cast<size_t>(buffer_id)];
     for (int32_t b = 0; b < buffer_id; ++b)
-        if (type_of_[static_cast<size_t>(b)] == k) return 0;  // counted under the earlier id
+        if (type_of_[static_cast<size_t>(b)] == k) return {};  // counted under the earlier id
     const auto& chunks = buffers_[static_cast<size_t>(k)];
-    if (!chunks) return 0;
+    return chunks ? *chunks : std::vector<uint64_t>();
+}
+
+uint64_t GraphAllocator::buffer_size(int32_t buffer_id) const {
     uint64_t total = 0;
-    for (uint64_t c : *chunks) {
+    for (uint64_t c : chunk_sizes(buffer_id)) {
         auto sum = checked_add(total, c);
         if (!sum) throw PlanError(ErrorCode::AllocationOverflow, "buffer size exceeds 2^64-1");
         total = *sum;

@@ -75,6 +75,10 @@ class GraphAllocator {
     // ggml_gallocr_get_buffer_size: 0 before any reserve and for an id that
     // shares an earlier id's buffer.
     uint64_t buffer_size(int32_t buffer_id) const;
+    // The chunk sizes of buffer id `buffer_id`'s buffer, in chunk order (they
+    // add up to buffer_size): none before any reserve and for an id that
+    // shares an earlier id's buffer.
+    std::vector<uint64_t> chunk_sizes(int32_t buffer_id) const;
     // Chunk sizes of buffer type k's buffer (nullopt: never allocated).
     const std::optional<std::vector<uint64_t>>& buffer_chunks(size_t type) const;
 
