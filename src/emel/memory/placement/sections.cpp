@@ -430,10 +430,12 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
 // later of the two meets the earlier one placed). A pass is not started
 // where its share cannot hold that: on 10^5 random buffers beside
 // longer-lived ones a component's pass cost 3.3G units where the sections
-// had 0.15G. Charged as a sort of the starts and of the ends.
-uint64_t greedy_pass_cost(const Buffers& sub, size_t count, uint64_t pass_work, uint64_t& work) {
+// had 0.15G. `costs`: search_costs(sub), charged here as a sort of the starts
+// and of the ends.
+uint64_t greedy_pass_cost(const Buffers& sub, const SearchCosts& costs, size_t count, uint64_t pass_work,
+                          uint64_t& work) {
     work += 2 * sub.count() * (64 - static_cast<uint64_t>(__builtin_clzll(sub.count() | 1)));
-    const uint64_t at_least = kGreedyUnitsPerStep * (sub.count() + search_costs(sub).conflict_pairs);
+    const uint64_t at_least = kGreedyUnitsPerStep * (sub.count() + costs.conflict_pairs);
     const uint64_t share_of_whole =
         count ? static_cast<uint64_t>(static_cast<unsigned __int128>(pass_work) * sub.count() / count) : 0;
     return std::max(at_least, share_of_whole);
@@ -451,7 +453,8 @@ uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, co
     const uint64_t limit = work + share;
     uint64_t end = before;
     const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
-    const uint64_t pass = greedy_pass_cost(sub, b.count(), pass_work, work);
+    const SearchCosts costs = search_costs(sub);  // for the passes and the search below
+    const uint64_t pass = greedy_pass_cost(sub, costs, b.count(), pass_work, work);
     // Auto's greedy orders on the component alone: a whole trace's best
     // order is not every component's. Each while what is left of the
     // sections' whole budget (`passes_limit`; more than this component's
@@ -470,7 +473,7 @@ uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, co
         }
     if (end <= capacity || work >= limit) return end;
     const CanonicalInstance instance(sub);
-    work += search_costs(sub).build;
+    work += costs.build;
     // The target first, with three quarters of the share: any placement
     // under it will do.
     PreorderRace race(instance);
@@ -556,7 +559,7 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
                     // nearly every buffer is then not refused for the
                     // sections' own few steps), then the roll.
                     const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
-                    if (greedy_pass_cost(sub, b.count(), pass_work, work) <= work_budget) {
+                    if (greedy_pass_cost(sub, search_costs(sub), b.count(), pass_work, work) <= work_budget) {
                         const Placement g = place_greedy(sub, order_by_live_peak(sub), Fit::Best, before - 1);
                         work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
                         if (!g.abandoned && g.end < end) {
