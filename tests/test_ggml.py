@@ -32,7 +32,7 @@ def alloc(out, max_size, alignment=8):
 
 
 def chunks(ga, buffer_id=0):
-    return ga._buffers[ga._allocator_of[buffer_id]]
+    return ga.get_chunk_sizes(buffer_id)
 
 
 def test_max_size_too_many_tensors():

@@ -161,11 +161,6 @@ void bind_ggml(py::module_& m) {
                  return a.locked([&](ggml::GraphAllocator& x) { return x.chunk_sizes(id); });
              },
              py::arg("buffer_id"))
-        .def("buffer_chunks",
-             [](SharedGraphAllocator& a, size_t type) {
-                 return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_chunks(type); });
-             },
-             py::arg("type"))
         .def_property_readonly("addresses",
                                [](SharedGraphAllocator& a) {
                                    return to_tuples(a.locked([](ggml::GraphAllocator& x) { return x.addresses(); }));

@@ -218,17 +218,11 @@ class GraphAllocator:
             else:
                 self._allocator_of.append(len(distinct))
                 distinct.append(bt)
-        self._distinct = distinct
         self._core = _core.GgmlGraphAllocator([(bt.alignment, bt.max_size) for bt in distinct],
                                               self._allocator_of, strategy,
                                               min(time_budget_ms, 2**40) if strategy != "ggml" else 0)
         self.addresses: dict[str, tuple[int, int, int]] = {}
         self.inplace_of: dict[str, str] = {}
-
-    @property
-    def _buffers(self) -> list:
-        """Chunk sizes of each distinct buffer type's buffer (None: not allocated yet)."""
-        return [self._core.buffer_chunks(k) for k in range(len(self._distinct))]
 
     @staticmethod
     def _to_core(graph: Graph):

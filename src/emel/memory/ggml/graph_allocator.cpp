@@ -449,8 +449,4 @@ uint64_t GraphAllocator::buffer_size(int32_t buffer_id) const {
     return total;
 }
 
-const std::optional<std::vector<uint64_t>>& GraphAllocator::buffer_chunks(size_t type) const {
-    return buffers_.at(type);
-}
-
 }  // namespace emel::memory::ggml

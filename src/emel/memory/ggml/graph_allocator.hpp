@@ -79,8 +79,6 @@ class GraphAllocator {
     // add up to buffer_size): none before any reserve and for an id that
     // shares an earlier id's buffer.
     std::vector<uint64_t> chunk_sizes(int32_t buffer_id) const;
-    // Chunk sizes of buffer type k's buffer (nullopt: never allocated).
-    const std::optional<std::vector<uint64_t>>& buffer_chunks(size_t type) const;
 
     size_t num_buffer_ids() const { return type_of_.size(); }
     size_t num_types() const { return types_.size(); }
