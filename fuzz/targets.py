@@ -428,9 +428,10 @@ def _check_ggml(ga, ts):
         if up(by_name[taker].nbytes) > up(by_name[parent].nbytes):
             raise Wrong(f"{taker!r} ({by_name[taker].nbytes} B) placed in place of {parent!r} "
                         f"({by_name[parent].nbytes} B)")
-    chunks = ga._buffers
     for name, (buffer_id, chunk, offset) in ga.addresses.items():
-        sizes = chunks[ga._allocator_of[buffer_id]] if buffer_id >= 0 else None
+        # ids sharing one buffer: its chunks are reported under the first of them
+        first = ga._allocator_of.index(ga._allocator_of[buffer_id]) if buffer_id >= 0 else None
+        sizes = ga.get_chunk_sizes(first) if first is not None else None
         if sizes is not None and chunk < len(sizes) and offset + up(by_name[name].nbytes) > sizes[chunk]:
             raise Wrong(f"{name!r} ends past its chunk ({offset} + {by_name[name].nbytes} > {sizes[chunk]})")
 
