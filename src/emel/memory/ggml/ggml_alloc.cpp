@@ -161,7 +161,10 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
         const Tensor& node = g.tensors[t];
         HashInfo& hn = info[t];
         hn.allocated = true;
-        out.alloc_step[t] = step;
+        // Placed again after a free (see PlanResult): keep the first step.
+        if (out.alloc_step[t] < 0) out.alloc_step[t] = step;
+        out.free_step[t] = -1;
+        out.inplace_of[t] = -1;
         if (node.op_inplace) {
             for (int s = 0; s < kMaxSrc; ++s) {
                 const int32_t p = node.src[s];
@@ -174,6 +177,7 @@ PlanResult plan_graph(const Graph& g, const std::vector<int32_t>& node_buffer_id
                 hn.addr = info[p].addr;  // take the parent's place and buffer
                 info[p].allocated = false;
                 out.inplace_of[t] = p;
+                out.free_step[p] = step;  // handed over: t holds the bytes from here
                 DynAllocator& dyn = allocator(hn.addr.buffer_id);
                 const uint64_t mine = dyn.aligned(node.size), theirs = dyn.aligned(parent.size);
                 if (theirs > mine) {  // free the tail the smaller node leaves

@@ -69,7 +69,11 @@ struct PlanResult {
     std::vector<int32_t> inplace_of;
     // When ggml places and frees each tensor: step 0 for leafs and inputs,
     // step i + 1 for node i; -1 when it never happens (the planner strategies
-    // turn these into lifetimes).
+    // turn these into lifetimes). alloc_step is its first placement;
+    // free_step is where its last placement ended, freed or handed over in
+    // place (ggml places a tensor again when it meets it after freeing it,
+    // e.g. a node read before its own entry: inplace_of and addr are then
+    // the last placement's).
     std::vector<int32_t> alloc_step, free_step;
     std::vector<std::vector<uint64_t>> chunk_sizes;  // per allocator
 };

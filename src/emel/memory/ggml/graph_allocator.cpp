@@ -245,17 +245,19 @@ std::vector<std::vector<uint64_t>> GraphAllocator::plan(const Graph& g,
 void GraphAllocator::replace_placement(const Graph& g, PlanResult& r,
                                        std::vector<std::vector<uint64_t>>& chunks) {
     const size_t T = g.tensors.size();
-    // In-place chains share their first member's place.
+    // In-place chains share their first member's place. A link counts only
+    // when the taker was first placed where the parent's last placement
+    // ended: a tensor ggml placed twice (PlanResult) gets a place of its own.
+    auto linked = [&](int32_t x) {
+        const int32_t p = r.inplace_of[static_cast<size_t>(x)];
+        return p >= 0 && r.free_step[static_cast<size_t>(p)] == r.alloc_step[static_cast<size_t>(x)];
+    };
     std::vector<int32_t> group(T);
     for (size_t t = 0; t < T; ++t) {
         auto x = static_cast<int32_t>(t);
-        while (r.inplace_of[static_cast<size_t>(x)] >= 0) x = r.inplace_of[static_cast<size_t>(x)];
+        while (linked(x)) x = r.inplace_of[static_cast<size_t>(x)];
         group[t] = x;
     }
-    // handed_over[p]: the step at which p's in-place taker took its bytes.
-    std::vector<int32_t> handed_over(T, -1);
-    for (size_t t = 0; t < T; ++t)
-        if (r.inplace_of[t] >= 0) handed_over[static_cast<size_t>(r.inplace_of[t])] = r.alloc_step[t];
     const uint64_t end = g.nodes.size() + 2;  // past every step: never freed
     struct Span {
         bool used = false;
@@ -264,14 +266,11 @@ void GraphAllocator::replace_placement(const Graph& g, PlanResult& r,
     };
     std::vector<Span> spans(T);  // indexed by group root
     for (size_t t = 0; t < T; ++t) {
-        const bool handed = handed_over[t] >= 0;
-        if (r.alloc_step[t] < 0 || (r.addr[t].buffer_id < 0 && !handed)) continue;
+        if (r.alloc_step[t] < 0 || r.addr[t].buffer_id < 0) continue;
+        // From its first placement to where its last one ended (never: graph
+        // outputs, unconsumed tensors); one place for all of it.
         const uint64_t lower = static_cast<uint64_t>(r.alloc_step[t]);
-        uint64_t upper;
-        if (handed)  // its taker holds the place from then on
-            upper = static_cast<uint64_t>(handed_over[t]) + 1;
-        else  // never freed: graph outputs, unconsumed tensors
-            upper = r.free_step[t] < 0 ? end : static_cast<uint64_t>(r.free_step[t]) + 1;
+        const uint64_t upper = r.free_step[t] < 0 ? end : static_cast<uint64_t>(r.free_step[t]) + 1;
         Span& sp = spans[static_cast<size_t>(group[t])];
         if (!sp.used) {
             sp = Span{true, lower, upper, 0, r.addr[static_cast<size_t>(group[t])].buffer_id};
