@@ -413,27 +413,32 @@ def run_ggml(case):
         ga.get_buffer_size(case["buffer_id"])
     except mm.PlanError:
         return "refused"
-    _check_ggml(ga, ts)
+    _check_ggml(ga, graph)
     return "accepted"
 
 
-def _check_ggml(ga, ts):
-    by_name = {t.name: t for t in ts}
+def _check_ggml(ga, graph):
+    # Per tensor (the core's rows of the last plan), not by name: tensors may share a name,
+    # and ga.addresses / ga.inplace_of keep one of them, not necessarily the one by_name would.
+    tensors = ga._to_core(graph)[1]
+    addresses, inplace_of = ga._core.addresses, ga._core.inplace_of
     align = ga.buffer_types[0].alignment
 
     def up(x):
         return -(-x // align) * align
 
-    for taker, parent in ga.inplace_of.items():
-        if up(by_name[taker].nbytes) > up(by_name[parent].nbytes):
-            raise Wrong(f"{taker!r} ({by_name[taker].nbytes} B) placed in place of {parent!r} "
-                        f"({by_name[parent].nbytes} B)")
-    for name, (buffer_id, chunk, offset) in ga.addresses.items():
+    for t, p in zip(tensors, inplace_of):
+        if p >= 0 and up(t.nbytes) > up(tensors[p].nbytes):
+            raise Wrong(f"{t.name!r} ({t.nbytes} B) placed in place of {tensors[p].name!r} "
+                        f"({tensors[p].nbytes} B)")
+    for t, (buffer_id, chunk, offset) in zip(tensors, addresses):
+        if buffer_id < 0:
+            continue
         # ids sharing one buffer: its chunks are reported under the first of them
-        first = ga._allocator_of.index(ga._allocator_of[buffer_id]) if buffer_id >= 0 else None
-        sizes = ga.get_chunk_sizes(first) if first is not None else None
-        if sizes is not None and chunk < len(sizes) and offset + up(by_name[name].nbytes) > sizes[chunk]:
-            raise Wrong(f"{name!r} ends past its chunk ({offset} + {by_name[name].nbytes} > {sizes[chunk]})")
+        first = ga._allocator_of.index(ga._allocator_of[buffer_id])
+        sizes = ga.get_chunk_sizes(first)
+        if chunk < len(sizes) and offset + up(t.nbytes) > sizes[chunk]:
+            raise Wrong(f"{t.name!r} ends past its chunk ({offset} + {t.nbytes} > {sizes[chunk]})")
 
 
 # ------------------------------------------------------------------ arenas and pools
