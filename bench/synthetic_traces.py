@@ -18,6 +18,19 @@ rows, buffers live over the half-open ``[lower, upper)`` (``lower < upper``,
 - ``uniform``: independent uniformly random rows: ``lower`` in
   ``[0, n)``, length in ``[1, 200]``, size in ``[1, 2^20]`` bytes.
 
+Dense families (thousands of buffers live at every instant, where a greedy
+pass meets most other buffers; docs/strategies.md §2):
+
+- ``near_clique``: 95% of the rows live over the middle instant ``n // 2``
+  (``lower`` in ``[0, n/2]``, ``upper`` in ``(n/2, n]``), the rest short
+  (1-20 steps) anywhere; sizes in ``[1, 2^20]``.
+- ``clusters``: eight near-cliques one after the other, each over its own
+  eighth of the time line.
+- ``long_step``: one long training step of the ``transformer`` family
+  (``n / 16`` layers): every saved activation lives from its forward op to
+  its backward op.
+- ``uniform_long``: ``uniform`` with lifetimes up to 2,000 steps.
+
     python bench/synthetic_traces.py transformer 10000 --seed 0 -o t.csv
 """
 
@@ -27,7 +40,7 @@ import argparse
 
 import numpy as np
 
-FAMILIES = ("transformer", "uniform")
+FAMILIES = ("transformer", "uniform", "near_clique", "clusters", "long_step", "uniform_long")
 
 OPS = 8                 # forward ops (activations) per layer
 LAYERS = 24             # layers per training step
@@ -81,11 +94,37 @@ def uniform(n: int, seed: int = 0, max_len: int = 200,
     return lower, upper, size
 
 
+def near_clique(n: int, seed: int = 0, clusters: int = 1,
+                max_size: int = 1 << 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``clusters`` near-cliques in turn over ``n`` steps (see the module docstring)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    rng = np.random.default_rng([seed, 3, clusters])
+    span = max(2, n // clusters)                    # steps per cluster
+    which = rng.integers(0, clusters, size=n, dtype=np.int64)
+    start = which * span
+    middle = start + span // 2
+    in_clique = rng.random(n) < 0.95
+    lower = np.where(in_clique, start + rng.integers(0, span // 2 + 1, size=n), start + rng.integers(0, span, size=n))
+    upper = np.where(in_clique, middle + 1 + rng.integers(0, span - span // 2, size=n),
+                     lower + rng.integers(1, 21, size=n))
+    size = rng.integers(1, max_size + 1, size=n, dtype=np.int64)
+    return lower.astype(np.int64), upper.astype(np.int64), size
+
+
 def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if family == "transformer":
         return transformer(n, seed)
     if family == "uniform":
         return uniform(n, seed)
+    if family == "near_clique":
+        return near_clique(n, seed)
+    if family == "clusters":
+        return near_clique(n, seed, clusters=8)
+    if family == "long_step":
+        return transformer(n, seed, layers=max(1, n // (2 * OPS)))
+    if family == "uniform_long":
+        return uniform(n, seed, max_len=2000)
     raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
 
 

@@ -8,6 +8,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/placement/placed_index.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/union_index.hpp"
 #include "emel/memory/placement/worker_pool.hpp"
 
 namespace emel::memory {
@@ -20,7 +21,7 @@ namespace {
 template <class Index>
 void place_at(const Buffers& b, uint32_t x, uint64_t chosen, Placement& out, std::vector<uint8_t>& placed,
               Index& index) {
-    index.insert(x, chosen);
+    out.work += index.insert(x, chosen);
     out.offset[x] = chosen;
     out.end = std::max(out.end, chosen + b.size[x]);  // no wrap: GapFinder::find() checked it
     placed[x] = 1;
@@ -185,8 +186,13 @@ bool scattered(const std::vector<uint32_t>& order) {
 // size, the largest buffers come first and set most of the end: early); a
 // buffer that alone passes them rules them out at once. The index decides
 // nothing, so the answer and the work are the same.
+//
+// A dense instance (`dense`: prefers_union_index() of the caller's buffers)
+// takes UnionIndex instead, whose queries read unions of placed bytes
+// instead of every conflict: the same answer, for the work of what it reads.
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                               uint64_t give_up_above, WorkerPool* pool) {
+                               uint64_t give_up_above, WorkerPool* pool, bool dense) {
+    if (dense) return place_greedy_as_given<UnionIndex>(b, order, fit, give_up_above, pool);
     if (!times_fit_32_bits(b)) return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
     if (std::any_of(b.size.begin(), b.size.end(), [](uint64_t size) { return size > UINT32_MAX; }))
         return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
@@ -226,10 +232,11 @@ std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_wor
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
                        uint64_t expected_work) {
     const std::unique_ptr<WorkerPool> pool = pass_threads(b, expected_work);
+    const bool dense = prefers_union_index(b);
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))
-        return place_greedy_indexed(b, order, fit, give_up_above, pool.get());
+        return place_greedy_indexed(b, order, fit, give_up_above, pool.get(), dense);
     const size_t m = order.size();
     Buffers in_order;
     in_order.lower.resize(m);
@@ -251,7 +258,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     std::iota(in_turn.begin(), in_turn.end(), 0u);
     Placement placed;
     try {
-        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above, pool.get());
+        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above, pool.get(), dense);
     } catch (const PlacementOverflow& e) {
         throw PlacementOverflow(order[e.buffer]);
     }

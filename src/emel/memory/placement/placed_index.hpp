@@ -88,15 +88,17 @@ class BasicPlacedIndex {
         for (Class& cls : classes_) build_buckets(cls);
     }
 
-    void insert(uint32_t x, uint64_t offset) {
+    // Returns the work it adds to the pass: none (an insert is O(1)).
+    uint64_t insert(uint32_t x, uint64_t offset) {
         // Checked for never-live buffers too: a partner's offset joins the
         // spans of a later query (GapFinder::find()).
         const uint64_t end = offset + b_.size[x];  // no wrap: GapFinder::find() checked it
         if (end > std::numeric_limits<Offset>::max()) throw OffsetsTooWide{};
         const uint32_t k = position_[x];
-        if (k == kNotLive) return;
+        if (k == kNotLive) return 0;
         row_[k].span = Span{static_cast<Offset>(offset), static_cast<Offset>(end)};
         placed_[k / 64] |= uint64_t{1} << (k % 64);
+        return 0;
     }
 
     // A pass over a million buffers waits on scattered reads more than on
@@ -115,9 +117,11 @@ class BasicPlacedIndex {
     // has its own.
     using Runs = IndexRuns;
 
-    // Appends the span of every placed buffer with lower < hi and upper > lo.
-    // Safe to call from several threads at once while nothing is inserted.
-    void collect(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& run) const {
+    // Appends the span of every placed buffer with lower < hi and upper > lo;
+    // returns the work it adds to the spans' charge (none: the caller
+    // charges each span). Safe to call from several threads at once while
+    // nothing is inserted.
+    uint64_t collect(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& run) const {
         run.resize(classes_.size());
         // Each class's run, widened to whole buckets: the rows a bucket adds
         // fail the exact filter below (lower <= lo - longest means upper <= lo).
@@ -150,6 +154,7 @@ class BasicPlacedIndex {
             }
         }
         out.resize(count);
+        return 0;
     }
 
   private:
@@ -419,7 +424,7 @@ class BasicGapFinder {
     uint64_t find(const Index& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
         spans_.clear();
-        if (b_.lower[x] < b_.upper[x]) index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
+        if (b_.lower[x] < b_.upper[x]) work += index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
                 if (placed[q] && !b_.live_together(x, q))
