@@ -40,7 +40,9 @@ import argparse
 
 import numpy as np
 
-FAMILIES = ("transformer", "uniform", "near_clique", "clusters", "long_step", "uniform_long")
+FAMILIES = ("transformer", "uniform")  # bench/peers.py's default
+DENSE_FAMILIES = ("near_clique", "clusters", "long_step", "uniform_long")
+ALL_FAMILIES = FAMILIES + DENSE_FAMILIES
 
 OPS = 8                 # forward ops (activations) per layer
 LAYERS = 24             # layers per training step
@@ -125,7 +127,7 @@ def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
         return transformer(n, seed, layers=max(1, n // (2 * OPS)))
     if family == "uniform_long":
         return uniform(n, seed, max_len=2000)
-    raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+    raise ValueError(f"unknown family {family!r}; choose from {', '.join(ALL_FAMILIES)}")
 
 
 def write_csv(path, lower, upper, size) -> None:
@@ -136,7 +138,7 @@ def write_csv(path, lower, upper, size) -> None:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("family", choices=FAMILIES)
+    ap.add_argument("family", choices=ALL_FAMILIES)
     ap.add_argument("n", type=lambda v: int(float(v)), help="buffers (1e4 works)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", required=True, help="CSV to write")

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
 #include "emel/memory/core/strategy.hpp"
@@ -22,8 +21,8 @@ namespace emel::memory {
 class ByteUnion {
   public:
     using Span = BasicSpan<uint64_t>;
-    // Adds [offset, end); returns the ranges it merged with, for the charge.
-    size_t add(uint64_t offset, uint64_t end) {
+    // Adds [offset, end).
+    void add(uint64_t offset, uint64_t end) {
         // Ends increase with offsets: the first range that can touch the new
         // one is the first ending at or after its offset.
         auto first = std::lower_bound(ranges_.begin(), ranges_.end(), offset,
@@ -33,16 +32,14 @@ class ByteUnion {
             offset = std::min(offset, last->offset);
             end = std::max(end, last->end);
         }
-        const size_t merged = static_cast<size_t>(last - first);
         for (auto r = first; r != last; ++r) bytes_ -= r->end - r->offset;
         bytes_ += end - offset;
-        if (merged == 0) {
+        if (first == last) {
             ranges_.insert(first, Span{offset, end});
         } else {
             *first = Span{offset, end};
             ranges_.erase(first + 1, last);
         }
-        return merged;
     }
     const std::vector<Span>& ranges() const { return ranges_; }
     uint64_t bytes() const { return bytes_; }  // the union's size
@@ -90,8 +87,9 @@ class UnionIndex {
     template <class Ahead>
     void read_ahead(Ahead, size_t) const {}
 
-    // Returns the work of the unions' upkeep (each range merged or moved
-    // past counts, as a node visited does).
+    // Returns the work of the unions' upkeep: a step per union added to
+    // (per node: the same in any order of inserts, so the threads' batches,
+    // which insert a level at a time, charge what one thread does).
     uint64_t insert(uint32_t x, uint64_t offset) {
         if (b_.lower[x] >= b_.upper[x]) return 0;
         const uint64_t end = offset + b_.size[x];  // no wrap: GapFinder::find() checked it
@@ -101,10 +99,13 @@ class UnionIndex {
         // A canonical node gets the span in both unions, every node above
         // it in `within` (once: the nodes above two canonical nodes meet).
         auto put = [&](size_t v) {
-            steps += 2 + covered_[v].add(offset, end) + within_[v].add(offset, end);
+            covered_[v].add(offset, end);
+            within_[v].add(offset, end);
+            steps += 2;
             for (v >>= 1; v && stamp_[v] != stamped_; v >>= 1) {
                 stamp_[v] = stamped_;
-                steps += 1 + within_[v].add(offset, end);
+                within_[v].add(offset, end);
+                ++steps;
             }
         };
         for (size_t l = first + leaves_, r = last + leaves_ + 1; l < r; l >>= 1, r >>= 1) {
@@ -231,30 +232,15 @@ constexpr size_t kUnionIndexFrom = 1024;
 // leave the unions ragged, and reading rows is up to twice as fast there.
 constexpr unsigned kUnionIndexLifetimeShareBits = 4;
 
-// Whether a greedy pass over `b` takes UnionIndex: each buffer is estimated
-// to live together with many others, for a long share of the time line, and
-// no live buffer is zero-size (a union hides where two spans touch, where a
-// zero-size buffer can land). The estimate: how many of up to 4,096 evenly
-// spaced buffers each of 32 others lives with, scaled to n (deterministic;
-// 10^6 random buffers each meeting some 200 others give about 26 such
-// pairs, the threshold 67).
+// Whether a greedy pass over `b` takes UnionIndex: its buffers live, on
+// average, for a long share of the time line, no live buffer is zero-size
+// (a union hides where two spans touch, where a zero-size buffer can land),
+// and each buffer is estimated to live together with many others. The
+// estimate: how many of up to 2,048 evenly spaced buffers each of 16 others
+// lives with, scaled to n (deterministic, and some 32,000 checks).
 inline bool prefers_union_index(const Buffers& b) {
     const size_t n = b.count();
-    if (const char* force = std::getenv("EMEL_UNION_INDEX")) return force[0] == '1';
     if (n < kUnionIndexFrom) return false;
-    constexpr size_t kQueries = 32, kOthers = 4096;
-    const size_t others = std::min(n, kOthers);
-    uint64_t together = 0;
-    for (size_t q = 0; q < kQueries; ++q) {
-        const size_t x = (2 * q + 1) * n / (2 * kQueries);
-        const uint64_t lo = b.lower[x], hi = b.upper[x];
-        for (size_t i = 0; i < others; ++i) {
-            const size_t y = i * n / others;
-            together += (b.lower[y] < hi) & (b.upper[y] > lo) & (y != x);
-        }
-    }
-    // Conflicts per buffer: the sample's share of pairs live together, times n.
-    if (together * n < kUnionIndexFromConflicts * kQueries * others) return false;
     uint64_t first = UINT64_MAX, last = 0, live = 0;
     unsigned __int128 lifetimes = 0;  // times may reach 2^64-1
     for (size_t x = 0; x < n; ++x) {
@@ -266,7 +252,21 @@ inline bool prefers_union_index(const Buffers& b) {
         ++live;
     }
     // Mean lifetime >= time line / 16, without dividing.
-    return live && (lifetimes << kUnionIndexLifetimeShareBits) >= static_cast<unsigned __int128>(live) * (last - first);
+    if (!live || (lifetimes << kUnionIndexLifetimeShareBits) < static_cast<unsigned __int128>(live) * (last - first))
+        return false;
+    constexpr size_t kQueries = 16, kOthers = 2048;
+    const size_t others = std::min(n, kOthers);
+    uint64_t together = 0;
+    for (size_t q = 0; q < kQueries; ++q) {
+        const size_t x = (2 * q + 1) * n / (2 * kQueries);
+        const uint64_t lo = b.lower[x], hi = b.upper[x];
+        for (size_t i = 0; i < others; ++i) {
+            const size_t y = i * n / others;
+            together += (b.lower[y] < hi) & (b.upper[y] > lo) & (y != x);
+        }
+    }
+    // Conflicts per buffer: the sample's share of pairs live together, times n.
+    return together * n >= kUnionIndexFromConflicts * kQueries * others;
 }
 
 }  // namespace emel::memory
