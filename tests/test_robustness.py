@@ -545,3 +545,24 @@ def test_c_enum_arguments_out_of_range_are_refused():
         if plan.value:
             lib.emel_plan_destroy(plan)
         lib.emel_graph_destroy(g)
+
+
+def test_repeated_json_keys_are_refused_naming_the_object(tmp_path):
+    """JSON leaves an object with a repeated key to the parser (Python keeps
+    the last value): a tensor giving two shapes would be planned with one of
+    them, silently. Refused, from a string and from a file, naming the key
+    and the tensor or node."""
+    tensor = '{"id": "a", "shape": [4], "shape": [4096], "dtype": "f32", "role": "input"}'
+    doc = ('{"format": "emel.graph/1", "tensors": [%s, {"id": "b", "shape": [4], "dtype": "f32", '
+           '"role": "output"}], "nodes": [{"id": "n0", "op": "relu", "inputs": ["a"], "outputs": ["b"]}]}')
+    with pytest.raises(mm.PlanError) as e:
+        mm.load_graph(doc % tensor)
+    assert _code(e) == "INVALID_IR_SHAPES" and e.value.tensor == "a"
+    assert "repeats the key 'shape'" in str(e.value) and "<string>" in str(e.value)
+    path = tmp_path / "g.json"
+    path.write_text((doc % tensor.replace('"shape": [4096], ', '')).replace('"op": "relu"', '"op": "relu", "op": "add"'))
+    with pytest.raises(mm.PlanError) as e:
+        mm.load_graph(path)
+    assert e.value.node == "n0" and "repeats the key 'op'" in str(e.value) and str(path) in str(e.value)
+    path.write_text(doc % tensor.replace('"shape": [4096], ', ''))
+    assert [t["shape"] for t in mm.load_graph(path).tensors] == [[4], [4]]

@@ -495,9 +495,28 @@ def _decode(data: bytes, where: str) -> str:
         raise _invalid(f"{where} is not UTF-8 text: {e}") from None
 
 
+def _unique_keys(where: str):
+    """An ``object_pairs_hook`` refusing an object that repeats a key: JSON
+    leaves such a document's meaning to the parser (Python keeps the last
+    value), so a tensor giving two shapes would be planned with one of them
+    silently. About 5% more load time on a 10^6-tensor document."""
+    def hook(pairs):
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            ident = obj.get("id")
+            owner = f" (the object with id {ident!r})" if isinstance(ident, str) else ""
+            raise _invalid(f"{where}: a JSON object repeats the key {key!r}{owner}; each key may appear once",
+                           tensor=ident if isinstance(ident, str) and "shape" in obj else None,
+                           node=ident if isinstance(ident, str) and "op" in obj and "shape" not in obj else None)
+        return obj
+    return hook
+
+
 def _parse_json(text: str | bytes, where: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys(where))
     except json.JSONDecodeError as e:
         raise _invalid(f"{where} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except UnicodeDecodeError as e:
