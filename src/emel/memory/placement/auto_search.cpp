@@ -263,7 +263,9 @@ void AutoRun::try_peak_window(size_t max_buffers) {
         unless_overflow([&] { return place_optimal(w.instance, share, bound_); }, overflowed_);
     work_ += inside.work;
     if (inside.abandoned) return;
-    consider(unless_overflow([&] { return place_around_window(b_, w, inside, by_size_, to_win()); },
+    // Its pass costs about what the first did (pass_): a cheap one stays on
+    // one thread, as auto's other passes (place_greedy).
+    consider(unless_overflow([&] { return place_around_window(b_, w, inside, by_size_, to_win(), pass_); },
                              overflowed_),
              nullptr);
 }

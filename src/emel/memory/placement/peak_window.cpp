@@ -126,7 +126,8 @@ PeakWindow PeakWindows::around_peak(size_t max_buffers) const {
 }
 
 Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
-                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above) {
+                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above,
+                              uint64_t expected_work) {
     // The window's buffers first, in the order of their offsets in `inside`:
     // first fit then puts each at or below that offset (the buffers before it
     // sit at or below theirs, so its own offset is still free), and so keeps
@@ -138,13 +139,14 @@ Placement place_around_window(const Buffers& b, const PeakWindow& w, const Place
         return w.instance.rank[i] < w.instance.rank[j];
     });
     for (uint32_t& k : window_order) k = w.members[k];
-    Placement p = place_first_fit_after(b, window_order, rest_order, give_up_above);
+    Placement p = place_first_fit_after(b, window_order, rest_order, give_up_above, expected_work);
     p.method = "peak_window";
     return p;
 }
 
 Placement place_first_fit_after(const Buffers& b, const std::vector<uint32_t>& first,
-                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above) {
+                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above,
+                                uint64_t expected_work) {
     std::vector<uint32_t> order;
     order.reserve(b.count());
     std::vector<uint8_t> is_first(b.count(), 0);
@@ -154,7 +156,7 @@ Placement place_first_fit_after(const Buffers& b, const std::vector<uint32_t>& f
     }
     for (uint32_t x : rest_order)
         if (!is_first[x]) order.push_back(x);
-    Placement p = place_greedy(b, order, Fit::First, give_up_above);
+    Placement p = place_greedy(b, order, Fit::First, give_up_above, expected_work);
     p.work += kGreedyUnitsPerStep * 2 * b.count();  // the order
     return p;
 }

@@ -197,14 +197,17 @@ class PeakWindows {
 // Every buffer placed by first fit around `inside`, a placement of the
 // window's instance: the window's buffers in the order of their offsets there
 // (which keeps each at or below it), then the others in `rest_order`.
+// `expected_work`: what the pass is expected to cost, as for place_greedy.
 Placement place_around_window(const Buffers& b, const PeakWindow& w, const Placement& inside,
-                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX);
+                              const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX,
+                              uint64_t expected_work = UINT64_MAX);
 // Every buffer by first fit: `first` in its order, then the others in
 // `rest_order` (peak_window.cpp; the peak window's and the full-packing
 // search's completion). `first` in the order of offsets some placement gave
 // them keeps each at or below its offset there.
 Placement place_first_fit_after(const Buffers& b, const std::vector<uint32_t>& first,
-                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX);
+                                const std::vector<uint32_t>& rest_order, uint64_t give_up_above = UINT64_MAX,
+                                uint64_t expected_work = UINT64_MAX);
 
 // One strategy on bare buffers (offsets.cpp). `target`: auto/optimal's first
 // capacity to try (0: none).
