@@ -432,3 +432,73 @@ def test_strategies_place_a_parent_an_input_node_took_in_place_early():
         _no_overlap(ga, g, "yzo")                    # and at o's
         if strategy == "tmmu":
             assert ga.addresses == {"x": (0, 0, 0), "y": (0, 0, 512), "z": (0, 0, 256), "o": (0, 0, 0)}
+
+
+def _chain():
+    a = gg.Tensor("a", 32, flags=gg.INPUT)
+    b = gg.Tensor("b", 32, op="MUL_MAT", src=[a])
+    c = gg.Tensor("c", 32, op="MUL_MAT", src=[b], flags=gg.OUTPUT)
+    return a, b, c
+
+
+def test_a_bound_tensor_that_grew_is_a_plan_error_and_nothing_moves():
+    # ggml: c has data, so needs_realloc and init_tensor skip it and it overlaps b.
+    a, b, c = _chain()
+    g = gg.build_forward([c])
+    ga = gg.GraphAllocator(gg.BufferType(32))
+    assert ga.alloc_graph(g) and ga.alloc_graph(g)  # again, unchanged: nothing moves
+    assert [t.address for t in (a, b, c)] == [(0, 0, 0), (0, 0, 32), (0, 0, 0)]
+    c.nbytes = 64
+    assert not ga.needs_realloc(g)  # as ggml: a tensor with data is not looked at
+    with pytest.raises(PlanError, match=r"tensor 'c' \(bound by an earlier alloc_graph\) needs 64 bytes, "
+                                        r"32 were reserved for it") as e:
+        ga.alloc_graph(g)
+    assert (e.value.code, e.value.tensor) == ("ARENA_TOO_SMALL", "c")
+    assert ga.addresses == {"a": (0, 0, 0), "b": (0, 0, 32), "c": (0, 0, 0)}
+    assert [t.address for t in (a, b, c)] == [(0, 0, 0), (0, 0, 32), (0, 0, 0)]
+    assert ga.get_buffer_size(0) == 64
+    c.address = None  # a and b still sit where the plan alloc_graph must replace put them
+    with pytest.raises(PlanError, match=r"'a' .* has to plan again") as e:
+        ga.alloc_graph(g)
+    assert (e.value.code, e.value.tensor, c.address, ga.get_buffer_size(0)) == ("ARENA_TOO_SMALL", "a", None, 64)
+    a.address = b.address = None
+    assert ga.alloc_graph(g) and ga.get_buffer_size(0) == 128
+    assert ga.addresses == {t.name: t.address for t in (a, b, c)} == \
+        {"a": (0, 0, 0), "b": (0, 0, 32), "c": (0, 0, 64)}
+
+
+def test_a_tensor_bound_under_a_replaced_plan_is_a_plan_error():
+    # ggml: reserve re-creates the buffer; the tensors keep pointers into the freed one.
+    a, b, c = _chain()
+    g = gg.build_forward([c])
+    ga = gg.GraphAllocator(gg.BufferType(32))
+    assert ga.alloc_graph(g)
+    x = gg.Tensor("x", 256, flags=gg.INPUT)
+    assert ga.reserve(gg.build_forward([gg.Tensor("y", 256, op="MUL_MAT", src=[x], flags=gg.OUTPUT)]))
+    assert ga.get_buffer_size(0) == 512
+    with pytest.raises(PlanError, match=r"tensor 'a' \(bound by an earlier alloc_graph\) is where a plan "
+                                        r"since replaced put it") as e:
+        ga.alloc_graph(g)
+    assert (e.value.code, e.value.tensor, ga.get_buffer_size(0)) == ("ARENA_TOO_SMALL", "a", 512)
+    assert ga.addresses == {"x": (0, 0, 0), "y": (0, 0, 256)}
+    # Another allocator's binding is pre-allocated data to this one, as in ggml.
+    other = gg.GraphAllocator(gg.BufferType(32))
+    d = gg.Tensor("d", 32, op="ADD", src=[c], flags=gg.OUTPUT)
+    assert other.alloc_graph(gg.build_forward([d]))
+    assert other.addresses == {"d": (0, 0, 0)} and d.address == (0, 0, 0) and other.get_buffer_size(0) == 32
+
+
+def test_a_tensor_bound_elsewhere_is_pre_allocated_as_in_ggml():
+    # ggml_gallocr_is_allocated: data != NULL. A TensorAllocator's tensor is neither
+    # planned nor rebound, and y can no longer go where x was.
+    x = gg.Tensor("x", 32, flags=gg.INPUT)
+    gg.TensorAllocator(64).alloc(x)
+    y = gg.Tensor("y", 32, op="MUL_MAT", src=[x])
+    z = gg.Tensor("z", 32, op="ADD", src=[y], flags=gg.OUTPUT)
+    g = gg.build_forward([z])
+    ga = gg.GraphAllocator(gg.BufferType(32))
+    assert ga.reserve(g) and ga.get_buffer_size(0) == 32
+    assert ga.addresses == {"y": (0, 0, 0), "z": (0, 0, 0)} and ga.inplace_of == {"z": "y"}
+    x.nbytes = 64  # grown, but not this allocator's to check (ggml does not either)
+    assert not ga.needs_realloc(g) and ga.alloc_graph(g)
+    assert [t.address for t in (x, y, z)] == [(0, 0, 0), (0, 0, 0), (0, 0, 0)]

@@ -21,6 +21,23 @@ using namespace emel::memory;
 namespace {
 
 using AddressTuple = std::tuple<int32_t, int32_t, uint64_t>;
+using StampTuple = std::tuple<uint64_t, uint64_t, uint64_t>;  // Address: owner, plan, reserved
+
+// Addresses with their stamps (an empty `stamps` = none stamped).
+std::vector<ggml::Address> to_addresses(const std::vector<AddressTuple>& bound,
+                                        const std::vector<StampTuple>& stamps) {
+    if (!stamps.empty() && stamps.size() != bound.size())
+        throw py::value_error("one stamp per address expected");
+    std::vector<ggml::Address> addr;
+    addr.reserve(bound.size());
+    for (size_t i = 0; i < bound.size(); ++i) {
+        const auto& [b, c, o] = bound[i];
+        ggml::Address a{b, c, o};
+        if (!stamps.empty()) std::tie(a.owner, a.plan, a.reserved) = stamps[i];
+        addr.push_back(a);
+    }
+    return addr;
+}
 
 // tensor row: (name, size, layout, view_src, view_offs, flags, op_none, op_inplace, srcs)
 ggml::Graph graph_from_rows(const py::list& tensors, std::vector<int32_t> nodes,
@@ -121,36 +138,45 @@ void bind_ggml(py::module_& m) {
                      ggml::GraphAllocator(std::move(bts), std::move(type_of), s, budget));
              }),
              py::arg("types"), py::arg("type_of"), py::arg("strategy"), py::arg("time_budget_ms"))
+        // `bound`: where each tensor of the graph is bound already (a bound
+        // tensor counts as pre-allocated, as in ggml).
         .def("reserve_n",
              [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<int32_t>& nodes,
-                const std::vector<int32_t>& leafs) {
-                 return a.locked([&](ggml::GraphAllocator& x) { return x.reserve_n(g, nodes, leafs); });
+                const std::vector<int32_t>& leafs, const std::vector<AddressTuple>& bound) {
+                 const auto addr = to_addresses(bound, {});
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.reserve_n(g, nodes, leafs, &addr); });
              },
-             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"))
+             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"), py::arg("bound"))
         .def("reserve_n_size",
              [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<int32_t>& nodes,
-                const std::vector<int32_t>& leafs) {
-                 return a.locked([&](ggml::GraphAllocator& x) { return x.reserve_n_size(g, nodes, leafs); });
+                const std::vector<int32_t>& leafs, const std::vector<AddressTuple>& bound) {
+                 const auto addr = to_addresses(bound, {});
+                 return a.locked(
+                     [&](ggml::GraphAllocator& x) { return x.reserve_n_size(g, nodes, leafs, &addr); });
              },
-             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"))
+             py::arg("graph"), py::arg("node_buffer_ids"), py::arg("leaf_buffer_ids"), py::arg("bound"))
         .def("needs_realloc",
-             [](SharedGraphAllocator& a, const ggml::Graph& g) {
-                 return a.locked([&](ggml::GraphAllocator& x) { return x.needs_realloc(g); });
+             [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound) {
+                 const auto addr = to_addresses(bound, {});
+                 return a.locked([&](ggml::GraphAllocator& x) { return x.needs_realloc(g, &addr); });
              },
-             py::arg("graph"))
+             py::arg("graph"), py::arg("bound"))
         .def(
             "alloc_graph",
-            [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound) {
+            [](SharedGraphAllocator& a, const ggml::Graph& g, const std::vector<AddressTuple>& bound,
+               const std::vector<StampTuple>& stamps) {
                 if (bound.size() != g.tensors.size())
                     throw py::value_error("alloc_graph: one address per tensor expected");
-                std::vector<ggml::Address> addr;
-                addr.reserve(bound.size());
-                for (const auto& [b, c, o] : bound) addr.push_back({b, c, o});
+                std::vector<ggml::Address> addr = to_addresses(bound, stamps);
                 const bool ok = a.locked([&](ggml::GraphAllocator& x) { return x.alloc_graph(g, addr); });
-                return py::make_tuple(ok, to_tuples(addr));
+                std::vector<StampTuple> out;
+                out.reserve(addr.size());
+                for (const auto& x : addr) out.emplace_back(x.owner, x.plan, x.reserved);
+                return py::make_tuple(ok, to_tuples(addr), out);
             },
-            py::arg("graph"), py::arg("bound"),
-            "(allocated, addresses): addresses per tensor, (-1, -1, 0) when unbound.")
+            py::arg("graph"), py::arg("bound"), py::arg("stamps"),
+            "(allocated, addresses, stamps): addresses per tensor, (-1, -1, 0) when unbound; "
+            "stamps (owner, plan, reserved bytes) per tensor, owner 0 when not this allocator's.")
         .def("buffer_size",
              [](SharedGraphAllocator& a, int32_t id) {
                  return a.locked([&](ggml::GraphAllocator& x) { return x.buffer_size(id); });

@@ -17,6 +17,7 @@ docs/c_api.md).
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -223,11 +224,18 @@ class GraphAllocator:
                                               min(time_budget_ms, 2**40) if strategy != "ggml" else 0)
         self.addresses: dict[str, tuple[int, int, int]] = {}
         self.inplace_of: dict[str, str] = {}
+        # What alloc_graph bound, with the core's stamp (owner, plan, bytes reserved):
+        # honoured while the tensor is still at that address.
+        self._stamps: "weakref.WeakKeyDictionary[Tensor, tuple]" = weakref.WeakKeyDictionary()
 
     @staticmethod
     def _to_core(graph: Graph):
         """The graph as the core's rows (:func:`_core_graph`) with its nodes and leafs."""
         return _core_graph(graph.leafs + graph.nodes, graph.nodes, graph.leafs)
+
+    def _stamp(self, t: Tensor) -> tuple:
+        record = self._stamps.get(t)
+        return record[1] if record is not None and record[0] == _bound([t])[0] else (0, 0, 0)
 
     def _planned(self, tensors) -> None:
         """Name the last plan's addresses and in-place partners."""
@@ -241,7 +249,7 @@ class GraphAllocator:
         core, tensors = self._to_core(graph)
         nodes, leafs = self._ids(node_buffer_ids, leaf_buffer_ids)
         with self._lock:  # the plan and the names given to it, together
-            sizes = self._core.reserve_n_size(core, nodes, leafs)
+            sizes = self._core.reserve_n_size(core, nodes, leafs, _bound(tensors))
             self._planned(tensors)
         return sizes
 
@@ -249,7 +257,7 @@ class GraphAllocator:
         core, tensors = self._to_core(graph)
         nodes, leafs = self._ids(node_buffer_ids, leaf_buffer_ids)
         with self._lock:
-            ok = self._core.reserve_n(core, nodes, leafs)
+            ok = self._core.reserve_n(core, nodes, leafs, _bound(tensors))
             self._planned(tensors)
         return ok
 
@@ -263,25 +271,41 @@ class GraphAllocator:
 
     def needs_realloc(self, graph: Graph) -> bool:
         """ggml_gallocr_needs_realloc: different node/leaf counts, or a node (or one
-        of its sources) without data that was not placed or has grown."""
-        core = self._to_core(graph)[0]
+        of its sources) without data (neither HAS_DATA nor an address) that was not
+        placed or has grown."""
+        core, tensors = self._to_core(graph)
         with self._lock:
-            return self._core.needs_realloc(core)
+            return self._core.needs_realloc(core, _bound(tensors))
 
     def alloc_graph(self, graph: Graph) -> bool:
         """ggml_gallocr_alloc_graph: re-reserve automatically with one buffer (False
-        with several when the graph no longer fits), then bind every tensor."""
+        with several when the graph no longer fits), then bind every tensor without an
+        address. A tensor with one counts as pre-allocated, as in ggml; PlanError
+        (ARENA_TOO_SMALL) naming it, with nothing changed, when this allocator bound it
+        and it grew since, or a reserve since (or the one this call needs) replaced the
+        plan it was bound under (docs/ggml.md)."""
         core, tensors = self._to_core(graph)
+        bound = _bound(tensors)
         with self._lock:
-            replanned = self._core.needs_realloc(core)
-            ok, bound = self._core.alloc_graph(core, [t.address or (-1, -1, 0) for t in tensors])
+            replanned = self._core.needs_realloc(core, bound)
+            ok, addresses, stamps = self._core.alloc_graph(core, bound, [self._stamp(t) for t in tensors])
             if not ok:
                 return False
             if replanned:
                 self._planned(tensors)
-        for t, a in zip(tensors, bound):
-            if a[0] >= 0:
-                t.address = tuple(a)
+            for t, before, a, stamp in zip(tensors, bound, addresses, stamps):
+                a = tuple(a)
+                if before[0] >= 0:  # had an address: pre-allocated, so no place of the plan's
+                    if not t.is_view and self.addresses.get(t.name, before) != before:
+                        del self.addresses[t.name]
+                    continue
+                if a[0] < 0:
+                    continue
+                t.address = a
+                if stamp[0]:
+                    self._stamps[t] = (a, tuple(stamp))
+                if not t.is_view:  # where it is bound, also when the graph differs from the plan's
+                    self.addresses[t.name] = a
         return True
 
     def get_buffer_size(self, buffer_id: int) -> int:
@@ -343,8 +367,13 @@ def _alloc_ctx(tensors, buffer_type):
     index = {id(t): i for i, t in enumerate(all_tensors)}
     sizes, bound, flags = _core.ggml_alloc_ctx_tensors(
         core, [index[id(t)] for t in tensors], buffer_type.alignment, buffer_type.max_size,
-        [t.address or (-1, -1, 0) for t in all_tensors])
+        _bound(all_tensors))
     return sizes, all_tensors, bound, flags
+
+
+def _bound(tensors) -> list:
+    """Each tensor's address for the core: (-1, -1, 0) when it has none."""
+    return [(-1, -1, 0) if t.address is None else tuple(t.address) for t in tensors]
 
 
 def _check_tensor(t: Any) -> None:
@@ -353,6 +382,11 @@ def _check_tensor(t: Any) -> None:
         raise PlanError("INVALID_IR_SHAPES", f"expected a ggml Tensor, got {type(t).__name__}")
     if not is_text(t.name):
         raise PlanError("INVALID_IR_SHAPES", f"a tensor's name must be a UTF-8 string, got {t.name!r}")
+    a = t.address
+    if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 3 and all(is_int(x) for x in a)
+                              and -1 <= a[0] < 2**31 and -1 <= a[1] < 2**31 and 0 <= a[2] <= SIZE_MAX):
+        raise PlanError("INVALID_IR_SHAPES", f"tensor {t.name!r}: address must be None or (buffer_id, chunk, "
+                                             f"offset), got {a!r}", tensor=t.name)
     check_u64(t.nbytes, f"tensor {t.name!r}: nbytes", t.name)
     check_u64(t.view_offs, f"tensor {t.name!r}: view_offs", t.name)
     if not is_int(t.flags) or not 0 <= t.flags <= 255:

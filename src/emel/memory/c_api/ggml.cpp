@@ -370,7 +370,7 @@ EMEL_API emel_status emel_ggml_gallocr_reserve_n(emel_ggml_gallocr* galloc,
         need(galloc, fn, "galloc");
         const emel_ggml_graph& g = ggml_graph(graph, fn);
         galloc->alloc.reserve_n(g.graph, buffer_ids(node_buffer_ids, g.graph.nodes.size()),
-                                buffer_ids(leaf_buffer_ids, g.graph.leafs.size()));
+                                buffer_ids(leaf_buffer_ids, g.graph.leafs.size()), &g.bound);
     });
 }
 
@@ -386,7 +386,7 @@ EMEL_API emel_status emel_ggml_gallocr_reserve_n_size(emel_ggml_gallocr* galloc,
         need(sizes_out, fn, "sizes_out");
         const auto sizes = galloc->alloc.reserve_n_size(
             g.graph, buffer_ids(node_buffer_ids, g.graph.nodes.size()),
-            buffer_ids(leaf_buffer_ids, g.graph.leafs.size()));
+            buffer_ids(leaf_buffer_ids, g.graph.leafs.size()), &g.bound);
         std::copy(sizes.begin(), sizes.end(), sizes_out);
     });
 }
@@ -398,7 +398,7 @@ EMEL_API emel_status emel_ggml_gallocr_needs_realloc(const emel_ggml_gallocr* ga
         const ggml::GraphAllocator& a = gallocr(galloc, fn);
         const emel_ggml_graph& g = ggml_graph(graph, fn);
         need(out, fn, "out");
-        *out = a.needs_realloc(g.graph) ? 1 : 0;
+        *out = a.needs_realloc(g.graph, &g.bound) ? 1 : 0;
     });
 }
 

@@ -39,6 +39,13 @@ struct Address {
     int32_t buffer_id = -1;
     int32_t chunk = -1;
     uint64_t offset = 0;
+    // Set by GraphAllocator::alloc_graph on what it binds (0 elsewhere, e.g.
+    // alloc_ctx_tensors or a hand-set place): the allocator, its plan at the
+    // time and the bytes that plan reserved there, so a later call can tell
+    // a place it still vouches for from one a replan gave away.
+    uint64_t owner = 0;
+    uint64_t plan = 0;
+    uint64_t reserved = 0;
 };
 
 // ggml_dyn_tallocr: best fit over chunks of free blocks.

@@ -2,6 +2,7 @@
 #include "emel/memory/ggml/graph_allocator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -64,6 +65,22 @@ void check_acyclic(const Graph& g) {
             }
         }
     }
+}
+
+std::atomic<uint64_t> next_allocator_id{1};
+
+// alloc_graph's one rule for a place it binds `t` to or leaves it at: the
+// place must still be there (`gone`, when set, says why it is not) and hold
+// the tensor's bytes. `who` names the record, `fix` what the caller can do.
+void require_place(const Graph& g, int32_t t, const std::string& who, const char* gone,
+                   uint64_t reserved, const char* fix) {
+    if (gone) throw PlanError(ErrorCode::ArenaTooSmall, who + " " + gone + ": " + fix, label(g, t));
+    const uint64_t size = g.tensors[static_cast<size_t>(t)].size;
+    if (size > reserved)
+        throw PlanError(ErrorCode::ArenaTooSmall,
+                        who + " needs " + std::to_string(size) + " bytes, " + std::to_string(reserved) +
+                            " were reserved for it: " + fix,
+                        label(g, t));
 }
 
 }  // namespace
@@ -179,7 +196,8 @@ bool strategy_from_name(const std::string& name, std::optional<Strategy>& out) {
 
 GraphAllocator::GraphAllocator(std::vector<BufferType> types, std::vector<int32_t> type_of,
                                std::optional<Strategy> strategy, uint64_t work_budget)
-    : types_(std::move(types)),
+    : id_(next_allocator_id.fetch_add(1)),
+      types_(std::move(types)),
       type_of_(std::move(type_of)),
       strategy_(strategy),
       work_budget_(work_budget) {
@@ -236,7 +254,25 @@ std::vector<std::vector<uint64_t>> GraphAllocator::plan(const Graph& g,
     leaf_slots_.clear();
     for (int32_t t : g.leafs) leaf_slots_.push_back(slot(t));
     planned_ = true;
+    ++plan_id_;  // what alloc_graph bound under the previous plan is no longer vouched for
     return chunks;
+}
+
+const Graph& GraphAllocator::with_bound(const Graph& g, const std::vector<Address>* bound, Graph& copy) {
+    if (bound == nullptr) return g;
+    if (bound->size() != g.tensors.size())
+        throw PlanError(ErrorCode::InvalidIrShapes, "one bound address per tensor expected");
+    auto has_data = [&](size_t t) {
+        const Tensor& x = g.tensors[t];
+        return (*bound)[t].buffer_id >= 0 && x.view_src < 0 && !(x.flags & kHasData);
+    };
+    size_t t = 0;
+    while (t < g.tensors.size() && !has_data(t)) ++t;
+    if (t == g.tensors.size()) return g;  // fresh tensors: no copy
+    copy = g;
+    for (; t < g.tensors.size(); ++t)
+        if (has_data(t)) copy.tensors[t].flags |= kHasData;
+    return copy;
 }
 
 // Keeps ggml's lifetimes (alloc and free steps) and in-place groups, and
@@ -308,8 +344,10 @@ void GraphAllocator::replace_placement(const Graph& g, PlanResult& r,
 }
 
 bool GraphAllocator::reserve_n(const Graph& g, const std::vector<int32_t>& node_buffer_ids,
-                               const std::vector<int32_t>& leaf_buffer_ids) {
-    const auto chunks = plan(g, node_buffer_ids, leaf_buffer_ids);
+                               const std::vector<int32_t>& leaf_buffer_ids,
+                               const std::vector<Address>* bound) {
+    Graph copy;
+    const auto chunks = plan(with_bound(g, bound, copy), node_buffer_ids, leaf_buffer_ids);
     for (size_t k = 0; k < chunks.size(); ++k) {
         const auto& old = buffers_[k];
         bool grow = !old.has_value();
@@ -323,8 +361,10 @@ bool GraphAllocator::reserve_n(const Graph& g, const std::vector<int32_t>& node_
 
 std::vector<uint64_t> GraphAllocator::reserve_n_size(const Graph& g,
                                                      const std::vector<int32_t>& node_buffer_ids,
-                                                     const std::vector<int32_t>& leaf_buffer_ids) {
-    const auto chunks = plan(g, node_buffer_ids, leaf_buffer_ids);
+                                                     const std::vector<int32_t>& leaf_buffer_ids,
+                                                     const std::vector<Address>* bound) {
+    Graph copy;
+    const auto chunks = plan(with_bound(g, bound, copy), node_buffer_ids, leaf_buffer_ids);
     // As ggml: a buffer the new plan outgrows is freed (not reallocated),
     // and every id reports its type's new total, shared ids included.
     for (size_t k = 0; k < chunks.size(); ++k) {
@@ -349,7 +389,9 @@ std::vector<uint64_t> GraphAllocator::reserve_n_size(const Graph& g,
     return out;
 }
 
-bool GraphAllocator::needs_realloc(const Graph& g) const {
+bool GraphAllocator::needs_realloc(const Graph& graph, const std::vector<Address>* bound) const {
+    Graph copy;
+    const Graph& g = with_bound(graph, bound, copy);
     if (!planned_ || node_slots_.size() != g.nodes.size() || leaf_slots_.size() != g.leafs.size())
         return true;
     check_graph(g);
@@ -369,53 +411,70 @@ bool GraphAllocator::needs_realloc(const Graph& g) const {
     return false;
 }
 
-bool GraphAllocator::alloc_graph(const Graph& g, std::vector<Address>& bound) {
-    if (bound.size() != g.tensors.size())
+bool GraphAllocator::alloc_graph(const Graph& graph, std::vector<Address>& bound) {
+    if (bound.size() != graph.tensors.size())
         throw PlanError(ErrorCode::InvalidIrShapes, "one bound address per tensor expected");
-    if (needs_realloc(g)) {
-        if (type_of_.size() != 1) return false;  // the caller must reserve_n again
-        reserve_n(g, {}, {});
+    // A tensor bound already has data, as in ggml: not planned, not rebound.
+    Graph copy;
+    const Graph& g = with_bound(graph, &bound, copy);
+    const bool replan = needs_realloc(g);
+    if (replan && type_of_.size() != 1) return false;  // the caller must reserve_n again
+
+    // Every check before anything changes (ggml makes none of them).
+    static const char* const kUnbind =
+        "unbind the graph's tensors (or build them afresh) so that alloc_graph places them again";
+    for (int32_t t = 0; t < static_cast<int32_t>(g.tensors.size()); ++t) {
+        const Address& a = bound[static_cast<size_t>(t)];
+        if (a.buffer_id < 0 || a.owner != id_) continue;  // bound elsewhere: pre-allocated
+        const std::string who = "tensor '" + label(g, t) + "' (bound by an earlier alloc_graph)";
+        const Tensor& x = g.tensors[static_cast<size_t>(t)];
+        // A replan may give its bytes to other tensors or free its buffer.
+        const char* gone =
+            a.plan != plan_id_ ? "is where a plan since replaced put it (the new plan may have given "
+                                 "those bytes to other tensors, or freed its buffer)"
+            : replan ? "is where the current plan put it, and the graph has changed so that alloc_graph "
+                       "has to plan again (the new plan may give those bytes to other tensors)"
+                     : nullptr;
+        require_place(g, t, who, gone, x.view_src >= 0 ? x.size : a.reserved, kUnbind);
     }
+    // needs_realloc does not look at the leafs' own records (nor does
+    // ggml's): a leaf that grew since the reserve, or had data then and has
+    // none now, has no place. ggml binds the grown leaf over the tensors
+    // after it (aborting past its chunk), or reads buffer id -1.
+    if (!replan)
+        for (size_t i = 0; i < g.leafs.size(); ++i) {
+            const int32_t t = g.leafs[i];
+            const Tensor& x = g.tensors[static_cast<size_t>(t)];
+            const Slot& s = leaf_slots_[i];
+            if ((x.flags & kHasData) || x.view_src >= 0) continue;
+            require_place(g, t, "leaf " + std::to_string(i) + " ('" + label(g, t) + "')",
+                          !s.present || s.addr.buffer_id < 0
+                              ? "had data when the graph was reserved and has none now"
+                              : nullptr,
+                          s.size, "reserve again");
+        }
+    if (replan) reserve_n(g, {}, {});
+
     auto bind = [&](int32_t t, const Slot& s) {
         const Tensor& x = g.tensors[static_cast<size_t>(t)];
         Address& a = bound[static_cast<size_t>(t)];
+        if (a.buffer_id >= 0) return;
         if (x.view_src >= 0) {
             const Address root = bound[static_cast<size_t>(x.view_src)];
-            if (root.buffer_id >= 0 && a.buffer_id < 0) {
-                auto offset = checked_add(root.offset, x.view_offs);
-                if (!offset)
-                    throw PlanError(ErrorCode::AllocationOverflow,
-                                    "view '" + label(g, t) + "' ends past 2^64-1", label(g, t));
-                a = Address{root.buffer_id, root.chunk, *offset};
-            }
-        } else if (!(x.flags & kHasData) && s.present && s.addr.buffer_id >= 0 && a.buffer_id < 0) {
+            if (root.buffer_id < 0) return;
+            auto offset = checked_add(root.offset, x.view_offs);
+            if (!offset)
+                throw PlanError(ErrorCode::AllocationOverflow,
+                                "view '" + label(g, t) + "' ends past 2^64-1", label(g, t));
+            // As valid as its root's place: its stamp.
+            a = Address{root.buffer_id, root.chunk, *offset, root.owner, root.plan, 0};
+        } else if (!(x.flags & kHasData) && s.present && s.addr.buffer_id >= 0) {
             // The first record met binds it, as ggml's init_tensor skips a
             // tensor whose data is set: a tensor read at another position
             // than it was reserved at keeps the place it got first.
-            a = s.addr;
+            a = Address{s.addr.buffer_id, s.addr.chunk, s.addr.offset, id_, plan_id_, s.size};
         }
     };
-    // needs_realloc does not look at the leafs' own records (nor does
-    // ggml's): a leaf that grew since the reserve, or that had data then and
-    // has none now, has no place here. ggml binds the grown leaf over the
-    // tensors after it (aborting past its chunk), or reads buffer id -1.
-    for (size_t i = 0; i < g.leafs.size(); ++i) {
-        const int32_t t = g.leafs[i];
-        const Tensor& x = g.tensors[static_cast<size_t>(t)];
-        const Slot& s = leaf_slots_[i];
-        if ((x.flags & kHasData) || x.view_src >= 0) continue;
-        if (!s.present || s.addr.buffer_id < 0)
-            throw PlanError(ErrorCode::ArenaTooSmall,
-                            "leaf " + std::to_string(i) + " ('" + label(g, t) +
-                                "') had data when the graph was reserved and has none now: reserve again",
-                            label(g, t));
-        if (x.size > s.size)
-            throw PlanError(ErrorCode::ArenaTooSmall,
-                            "leaf " + std::to_string(i) + " ('" + label(g, t) + "') needs " +
-                                std::to_string(x.size) + " bytes, " + std::to_string(s.size) +
-                                " were reserved for it: reserve again",
-                            label(g, t));
-    }
     for (size_t i = 0; i < g.leafs.size(); ++i) bind(g.leafs[i], leaf_slots_[i]);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Tensor& n = g.tensors[static_cast<size_t>(g.nodes[i])];

@@ -50,26 +50,41 @@ class GraphAllocator {
     GraphAllocator(std::vector<BufferType> types, std::vector<int32_t> type_of,
                    std::optional<Strategy> strategy, uint64_t work_budget);
 
+    // `bound` (optional, one per tensor of g): where each tensor is bound
+    // already. As ggml's `data != NULL`, a bound tensor that is not a view
+    // counts as pre-allocated (HAS_DATA): it is not planned, not rebound,
+    // and needs_realloc does not look at it.
+
     // ggml_gallocr_reserve_n: plan `g` (empty id lists = all 0) and grow
     // every buffer some chunk of which the plan outgrows. Always true: the
     // model allocates no real memory.
     bool reserve_n(const Graph& g, const std::vector<int32_t>& node_buffer_ids,
-                   const std::vector<int32_t>& leaf_buffer_ids);
+                   const std::vector<int32_t>& leaf_buffer_ids,
+                   const std::vector<Address>* bound = nullptr);
     // ggml_gallocr_reserve_n_size: plan without allocating; a buffer the plan
     // outgrows is freed; returns the new plan's bytes per buffer id (an id
     // sharing another's buffer repeats its size).
     std::vector<uint64_t> reserve_n_size(const Graph& g,
                                          const std::vector<int32_t>& node_buffer_ids,
-                                         const std::vector<int32_t>& leaf_buffer_ids);
+                                         const std::vector<int32_t>& leaf_buffer_ids,
+                                         const std::vector<Address>* bound = nullptr);
     // Counts differ from the last plan, or a node (or one of its sources)
     // without data was not placed, has grown since, or points into a buffer
     // that reserve_n_size freed (ggml would crash there; we re-reserve).
-    bool needs_realloc(const Graph& g) const;
+    bool needs_realloc(const Graph& g, const std::vector<Address>* bound = nullptr) const;
     // ggml_gallocr_alloc_graph: re-reserve when needed (only with one buffer
     // id; false with several), then bind every leaf, and per node its
     // sources and itself: views to their root's address plus their offset
     // (unless already bound), others without data to the planned address.
-    // `bound`: one address per tensor of g (buffer_id -1 = unbound).
+    // `bound`: one address per tensor of g (buffer_id -1 = unbound); what it
+    // binds is stamped with this allocator, its plan and the bytes reserved.
+    // PlanError(ARENA_TOO_SMALL) naming the tensor, before anything changes,
+    // when a tensor would be bound to or left at a place that does not hold
+    // it: a leaf that grew since the reserve or lost its data, a tensor this
+    // allocator bound that grew since, or that was bound under an earlier
+    // plan or under the plan this call must replace (the new plan may give
+    // its bytes to other tensors, or free its buffer). ggml checks none of
+    // these and writes over other tensors or into freed memory.
     bool alloc_graph(const Graph& g, std::vector<Address>& bound);
 
     // ggml_gallocr_get_buffer_size: 0 before any reserve and for an id that
@@ -80,6 +95,7 @@ class GraphAllocator {
     // shares an earlier id's buffer.
     std::vector<uint64_t> chunk_sizes(int32_t buffer_id) const;
 
+    uint64_t id() const { return id_; }
     size_t num_buffer_ids() const { return type_of_.size(); }
     size_t num_types() const { return types_.size(); }
     int32_t type_of(size_t buffer_id) const { return type_of_.at(buffer_id); }
@@ -101,6 +117,11 @@ class GraphAllocator {
     void replace_placement(const Graph& g, PlanResult& r,
                            std::vector<std::vector<uint64_t>>& chunks);
 
+    // g with HAS_DATA on its bound non-view tensors (in `copy` when any).
+    static const Graph& with_bound(const Graph& g, const std::vector<Address>* bound, Graph& copy);
+
+    uint64_t id_;         // unique per allocator: the owner in its stamps
+    uint64_t plan_id_ = 0;  // counts plans: the plan in its stamps
     std::vector<BufferType> types_;
     std::vector<int32_t> type_of_;
     std::optional<Strategy> strategy_;
