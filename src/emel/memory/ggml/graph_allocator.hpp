@@ -95,7 +95,6 @@ class GraphAllocator {
     // shares an earlier id's buffer.
     std::vector<uint64_t> chunk_sizes(int32_t buffer_id) const;
 
-    uint64_t id() const { return id_; }
     size_t num_buffer_ids() const { return type_of_.size(); }
     size_t num_types() const { return types_.size(); }
     int32_t type_of(size_t buffer_id) const { return type_of_.at(buffer_id); }
