@@ -504,7 +504,10 @@ def _unique_keys(where: str):
         obj = dict(pairs)
         if len(obj) != len(pairs):
             seen = set()
-            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            for key, _ in pairs:  # the first key met a second time
+                if key in seen:
+                    break
+                seen.add(key)
             ident = obj.get("id")
             owner = f" (the object with id {ident!r})" if isinstance(ident, str) else ""
             raise _invalid(f"{where}: a JSON object repeats the key {key!r}{owner}; each key may appear once",
