@@ -292,14 +292,14 @@ void AutoRun::try_sections() {
 
 // Instances whose every instant holds the bound or nothing (cut from a full
 // rectangle): the full-packing search (full_packing.cpp) at the bound, with
-// half of what is left. Found, the answer is proven optimal and the run ends;
-// not found, the rest of the run has the other half. Any other instance is
+// most of what is left (full_packing_share). Found, the answer is proven
+// optimal and the run ends; not found, the rest of the run has the rest. Any other instance is
 // refused at once (three probes of the live bytes, else one sweep), and not
 // charged: there the run is what it was. auto's later exact searches do not
 // run it again (place_optimal's default).
 void AutoRun::try_full_packing() {
     if (done() || work_ >= work_budget_) return;
-    Placement p = unless_overflow([&] { return place_full_packing(b_, left() / 2); }, overflowed_);
+    Placement p = unless_overflow([&] { return place_full_packing(b_, full_packing_share(left())); }, overflowed_);
     work_ += p.work;  // 0 where the instance is not full
     if (p.abandoned || p.end >= best_.end) return;
     proven_ = std::max(proven_, p.proven_bound);

@@ -99,10 +99,11 @@ Placement place_optimal(const Buffers& b, uint64_t work_budget, uint64_t target,
     const uint64_t lo = peak_live_bytes(b);
     uint64_t hi = best.end;  // the optimum lies in [lo, hi]
     // Every instant full at the bound, or empty (cut from a full rectangle):
-    // the full-packing search first, with half the budget (a placement at
-    // the bound is optimal). Other instances are refused at once, uncharged.
+    // the full-packing search first, with most of the budget
+    // (full_packing_share; a placement at the bound is optimal). Other
+    // instances are refused at once, uncharged.
     if (full_packing && hi > lo && work < work_budget) {
-        Placement p = place_full_packing(b, (work_budget - work) / 2);
+        Placement p = place_full_packing(b, full_packing_share(work_budget - work));
         work += p.work;
         if (!p.abandoned && p.optimal) {
             p.work = work;
