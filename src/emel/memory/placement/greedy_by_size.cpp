@@ -8,6 +8,7 @@
 #include "emel/memory/core/errors.hpp"
 #include "emel/memory/placement/placed_index.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/stab_index.hpp"
 #include "emel/memory/placement/union_index.hpp"
 #include "emel/memory/placement/worker_pool.hpp"
 
@@ -187,12 +188,13 @@ bool scattered(const std::vector<uint32_t>& order) {
 // buffer that alone passes them rules them out at once. The index decides
 // nothing, so the answer and the work are the same.
 //
-// A dense instance (`dense`: prefers_union_index() of the caller's buffers)
-// takes UnionIndex instead, whose queries read unions of placed bytes
+// A dense instance (`dense`: dense_index_for() the caller's buffers) takes
+// StabIndex or UnionIndex instead, whose queries read unions of placed bytes
 // instead of every conflict: the same answer, for the work of what it reads.
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                               uint64_t give_up_above, WorkerPool* pool, bool dense) {
-    if (dense) return place_greedy_as_given<UnionIndex>(b, order, fit, give_up_above, pool);
+                               uint64_t give_up_above, WorkerPool* pool, DenseIndex dense) {
+    if (dense == DenseIndex::Unions) return place_greedy_as_given<UnionIndex>(b, order, fit, give_up_above, pool);
+    if (dense == DenseIndex::Stabs) return place_greedy_as_given<StabIndex>(b, order, fit, give_up_above, pool);
     if (!times_fit_32_bits(b)) return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
     if (std::any_of(b.size.begin(), b.size.end(), [](uint64_t size) { return size > UINT32_MAX; }))
         return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
@@ -232,7 +234,7 @@ std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_wor
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
                        uint64_t expected_work) {
     const std::unique_ptr<WorkerPool> pool = pass_threads(b, expected_work);
-    const bool dense = prefers_union_index(b);
+    const DenseIndex dense = dense_index_for(b);
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))

@@ -232,28 +232,20 @@ constexpr size_t kUnionIndexFrom = 1024;
 // leave the unions ragged, and reading rows is up to twice as fast there.
 constexpr unsigned kUnionIndexLifetimeShareBits = 4;
 
-// Whether a greedy pass over `b` takes UnionIndex: its buffers live, on
-// average, for a long share of the time line, no live buffer is zero-size
-// (a union hides where two spans touch, where a zero-size buffer can land),
-// and each buffer is estimated to live together with many others. The
-// estimate: how many of up to 2,048 evenly spaced buffers each of 16 others
-// lives with, scaled to n (deterministic, and some 32,000 checks).
-inline bool prefers_union_index(const Buffers& b) {
+// Whether a live buffer of `b` holds no bytes: a union hides where two
+// spans touch, where such a buffer can land, so the dense indexes refuse it.
+inline bool has_live_zero_size(const Buffers& b) {
+    for (size_t x = 0; x < b.count(); ++x)
+        if (b.lower[x] < b.upper[x] && b.size[x] == 0) return true;
+    return false;
+}
+
+// Buffers each buffer lives together with, estimated from a sample: how
+// many of up to 2,048 evenly spaced buffers each of 16 others lives with,
+// scaled to n (deterministic, and some 32,000 checks).
+inline uint64_t sampled_conflicts_per_buffer(const Buffers& b) {
     const size_t n = b.count();
-    if (n < kUnionIndexFrom) return false;
-    uint64_t first = UINT64_MAX, last = 0, live = 0;
-    unsigned __int128 lifetimes = 0;  // times may reach 2^64-1
-    for (size_t x = 0; x < n; ++x) {
-        if (b.lower[x] >= b.upper[x]) continue;
-        if (b.size[x] == 0) return false;
-        first = std::min(first, b.lower[x]);
-        last = std::max(last, b.upper[x]);
-        lifetimes += b.upper[x] - b.lower[x];
-        ++live;
-    }
-    // Mean lifetime >= time line / 16, without dividing.
-    if (!live || (lifetimes << kUnionIndexLifetimeShareBits) < static_cast<unsigned __int128>(live) * (last - first))
-        return false;
+    if (n == 0) return 0;
     constexpr size_t kQueries = 16, kOthers = 2048;
     const size_t others = std::min(n, kOthers);
     uint64_t together = 0;
@@ -265,8 +257,29 @@ inline bool prefers_union_index(const Buffers& b) {
             together += (b.lower[y] < hi) & (b.upper[y] > lo) & (y != x);
         }
     }
-    // Conflicts per buffer: the sample's share of pairs live together, times n.
-    return together * n >= kUnionIndexFromConflicts * kQueries * others;
+    // The sample's share of pairs live together, times n.
+    return together * n / (kQueries * others);
+}
+
+// Whether a greedy pass over `b` takes UnionIndex: its buffers live, on
+// average, for a long share of the time line, no live buffer is zero-size,
+// and each buffer is estimated to live together with many others.
+inline bool prefers_union_index(const Buffers& b) {
+    const size_t n = b.count();
+    if (n < kUnionIndexFrom || has_live_zero_size(b)) return false;
+    uint64_t first = UINT64_MAX, last = 0, live = 0;
+    unsigned __int128 lifetimes = 0;  // times may reach 2^64-1
+    for (size_t x = 0; x < n; ++x) {
+        if (b.lower[x] >= b.upper[x]) continue;
+        first = std::min(first, b.lower[x]);
+        last = std::max(last, b.upper[x]);
+        lifetimes += b.upper[x] - b.lower[x];
+        ++live;
+    }
+    // Mean lifetime >= time line / 16, without dividing.
+    if (!live || (lifetimes << kUnionIndexLifetimeShareBits) < static_cast<unsigned __int128>(live) * (last - first))
+        return false;
+    return sampled_conflicts_per_buffer(b) >= kUnionIndexFromConflicts;
 }
 
 }  // namespace emel::memory

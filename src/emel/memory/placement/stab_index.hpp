@@ -1,0 +1,179 @@
+// Placed buffers on dense traces whose lifetimes crowd around a few
+// instants (docs/strategies.md §2): most buffers live at one of a few
+// *stab* instants, the rest briefly. Each stab keeps the union of its
+// members' bytes; the others stay in rows (PlacedIndex).
+//
+// Why: on such a trace (the saved activations of a training step, all live
+// at the backward's start, beside short temporaries) a query's conflicts
+// are nearly every buffer of the crowd. UnionIndex splits them over the
+// nodes of its time tree, each node's union a ragged part of one stack, so a
+// query reads some thousands of ranges; here the crowd's union is one
+// stack, read whole by a query live at its instant.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "emel/memory/core/strategy.hpp"
+#include "emel/memory/placement/placed_index.hpp"
+#include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/union_index.hpp"
+#include "emel/memory/placement/worker_pool.hpp"
+
+namespace emel::memory {
+
+// At most this many stab instants; each must hold at least 1/kStabShare of
+// the live buffers, and together they must hold 3/4 of them for a pass to
+// take StabIndex (Stabs::crowded()).
+constexpr size_t kMostStabs = 16;
+constexpr size_t kStabShare = 32;
+
+// The stab instants of `b` and each live buffer's stab (kNoStab: in rows).
+struct Stabs {
+    static constexpr uint32_t kNoStab = UINT32_MAX;
+    std::vector<uint64_t> instant;   // by stab
+    std::vector<uint32_t> stab_of;   // by buffer
+    size_t members = 0, live = 0;    // stabbed buffers, live buffers
+
+    // Greedily: the instant (the earliest lower) where the most live
+    // buffers not yet stabbed live, its buffers stabbed there; again while
+    // an instant holds enough of them.
+    explicit Stabs(const Buffers& b) : stab_of(b.count(), kNoStab) {
+        std::vector<uint32_t> by_lower, by_upper;
+        for (uint32_t x = 0; x < b.count(); ++x)
+            if (b.lower[x] < b.upper[x]) by_lower.push_back(x);
+        live = by_lower.size();
+        by_upper = by_lower;
+        std::sort(by_lower.begin(), by_lower.end(), [&](uint32_t p, uint32_t q) {
+            return b.lower[p] != b.lower[q] ? b.lower[p] < b.lower[q] : p < q;
+        });
+        std::sort(by_upper.begin(), by_upper.end(), [&](uint32_t p, uint32_t q) {
+            return b.upper[p] != b.upper[q] ? b.upper[p] < b.upper[q] : p < q;
+        });
+        const size_t enough = std::max<size_t>(1, live / kStabShare);
+        while (instant.size() < kMostStabs) {
+            // Live buffers not stabbed, at each lower in turn: those begun
+            // at or before it less those ended at or before it.
+            size_t count = 0, best = 0, e = 0;
+            uint64_t at = 0;
+            for (size_t s = 0; s < by_lower.size();) {
+                const uint64_t t = b.lower[by_lower[s]];
+                for (; e < by_upper.size() && b.upper[by_upper[e]] <= t; ++e) count -= stab_of[by_upper[e]] == kNoStab;
+                for (; s < by_lower.size() && b.lower[by_lower[s]] == t; ++s) count += stab_of[by_lower[s]] == kNoStab;
+                if (count > best) {
+                    best = count;
+                    at = t;
+                }
+            }
+            if (best < enough) break;
+            const auto stab = static_cast<uint32_t>(instant.size());
+            instant.push_back(at);
+            for (uint32_t x : by_lower) {
+                if (b.lower[x] > at) break;
+                if (stab_of[x] == kNoStab && b.upper[x] > at) {
+                    stab_of[x] = stab;
+                    ++members;
+                }
+            }
+        }
+    }
+
+    // Whether a pass should take StabIndex: the stabs hold 3/4 of the live buffers.
+    bool crowded() const { return !instant.empty() && 4 * members >= 3 * live; }
+};
+
+class StabIndex {
+  public:
+    using Span = BasicSpan<uint64_t>;
+    using Runs = IndexRuns;
+
+    explicit StabIndex(const Buffers& b, WorkerPool* pool = nullptr)
+        : b_(b), stabs_(b), rows_(b, pool), offset_(b.count(), 0), placed_(b.count(), 0) {
+        crowd_.resize(stabs_.instant.size());
+        for (uint32_t x = 0; x < b.count(); ++x)
+            if (stabs_.stab_of[x] != Stabs::kNoStab) crowd_[stabs_.stab_of[x]].by_lower.push_back(x);
+        for (Crowd& c : crowd_) {
+            std::sort(c.by_lower.begin(), c.by_lower.end(), [&](uint32_t p, uint32_t q) {
+                return b.lower[p] != b.lower[q] ? b.lower[p] < b.lower[q] : p < q;
+            });
+            c.by_upper = c.by_lower;
+            std::sort(c.by_upper.begin(), c.by_upper.end(), [&](uint32_t p, uint32_t q) {
+                return b.upper[p] != b.upper[q] ? b.upper[p] > b.upper[q] : p < q;
+            });
+        }
+    }
+
+    template <class Ahead>
+    void read_ahead(Ahead ahead, size_t left) const {
+        rows_.read_ahead(ahead, left);
+    }
+
+    // Returns the work of the upkeep: a step per union added to.
+    uint64_t insert(uint32_t x, uint64_t offset) {
+        const uint32_t s = stabs_.stab_of[x];
+        if (s == Stabs::kNoStab) return rows_.insert(x, offset);
+        offset_[x] = offset;
+        placed_[x] = 1;
+        crowd_[s].bytes.add(offset, offset + b_.size[x]);  // no wrap: GapFinder::find() checked it
+        return kGreedyUnitsPerStep;
+    }
+
+    // Appends byte ranges whose union is that of every placed buffer with
+    // lower < hi and upper > lo; returns the work of the crowds' members
+    // looked at. Safe to call from several threads at once while nothing is
+    // inserted.
+    uint64_t collect(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& runs) const {
+        uint64_t steps = 0;
+        for (size_t s = 0; s < crowd_.size(); ++s) {
+            const uint64_t t = stabs_.instant[s];
+            const Crowd& c = crowd_[s];
+            ++steps;
+            if (lo <= t && t < hi) {  // every member lives at t, with the query
+                out.insert(out.end(), c.bytes.ranges().begin(), c.bytes.ranges().end());
+            } else if (hi <= t) {  // members live past t > lo: those begun before hi
+                for (uint32_t x : c.by_lower) {
+                    if (b_.lower[x] >= hi) break;
+                    ++steps;
+                    if (placed_[x]) out.push_back(Span{offset_[x], offset_[x] + b_.size[x]});
+                }
+            } else {  // t < lo: members live from t < hi: those ending after lo
+                for (uint32_t x : c.by_upper) {
+                    if (b_.upper[x] <= lo) break;
+                    ++steps;
+                    if (placed_[x]) out.push_back(Span{offset_[x], offset_[x] + b_.size[x]});
+                }
+            }
+        }
+        return kGreedyUnitsPerStep * steps + rows_.collect(lo, hi, out, runs);
+    }
+
+  private:
+    struct Crowd {
+        ByteUnion bytes;                         // its placed members' bytes
+        std::vector<uint32_t> by_lower, by_upper;  // members by lower (ascending), by upper (descending)
+    };
+
+    const Buffers& b_;
+    Stabs stabs_;
+    PlacedIndex rows_;  // every live buffer's row; only the unstabbed are inserted
+    std::vector<Crowd> crowd_;
+    std::vector<uint64_t> offset_;  // stabbed buffers, once placed
+    std::vector<uint8_t> placed_;
+};
+
+// The index a greedy pass over `b` takes (place_greedy()): StabIndex where
+// its buffers crowd around a few instants, else UnionIndex where they live
+// long and densely (prefers_union_index()), else rows (None). Both need
+// 1,024 buffers and no live zero-size one. A crowd of 1/32 of the buffers
+// lives together, so a crowded instance has, on average, some n/43
+// conflicts per buffer: the sample (a cheap pass) rules out the others
+// before the stabs are looked for (sorts of the buffers).
+enum class DenseIndex { None, Unions, Stabs };
+inline DenseIndex dense_index_for(const Buffers& b) {
+    if (b.count() < kUnionIndexFrom || has_live_zero_size(b)) return DenseIndex::None;
+    if (sampled_conflicts_per_buffer(b) * 2 * kStabShare >= b.count() && Stabs(b).crowded()) return DenseIndex::Stabs;
+    return prefers_union_index(b) ? DenseIndex::Unions : DenseIndex::None;
+}
+
+}  // namespace emel::memory
