@@ -46,6 +46,11 @@ class FailedStates {
         written_.clear();
     }
 
+    // Starts reading the slot of a key whose first hash is `a`.
+    void prefetch(uint64_t a) const {
+        if (slots_) __builtin_prefetch(&slots_.get()[a & mask_]);
+    }
+
     bool failed_in_run(StateKey k) const {
         const Slot* s = find(k.a & mask_);
         return s && s->run == run_ && s->a == k.a && s->b == k.b;

@@ -41,9 +41,9 @@ namespace {
 // a budget takes about its milliseconds (kWorkUnitsPerMs) on the perfect
 // packings of 600 buffers of bench/perfect_packing.py (about 930k units/ms).
 constexpr uint64_t kUnitsPerStep = 2;
-// A look-up or insert in the table of dead ends (up to 2^18 slots): about a
-// cache miss.
-constexpr uint64_t kLookupUnits = 60;
+// A look-up or insert in the table of dead ends (up to 2^18 slots): a cache
+// miss, about half of it hidden by reading the slot ahead.
+constexpr uint64_t kLookupUnits = 30;
 // The first restart's node limit: 4 a buffer, at least 500, so that one
 // dive can place every buffer with room to go back (with the flush buffers
 // tried first, dives run straight more often). Later restarts take Luby
@@ -91,6 +91,8 @@ class FullPacking {
             size_[i] = b.size[rows[i]] / grain;
             zobrist_[i] = rng.next();
         }
+        zobrist2_.resize(m);
+        for (size_t i = 0; i < m; ++i) zobrist2_[i] = rng.next();
         times_ = index.back() + 1;
         starting_ = lists_by(lower_, starting_at_);
         ending_ = lists_by(upper_, ending_at_);
@@ -302,6 +304,7 @@ class FullPacking {
         offset_[i] = s.height;
         placed_[i] = 1;
         placed_hash_ ^= zobrist_[i];
+        placed_hash2_ ^= zobrist2_[i];
         ++placed_count_;
     }
 
@@ -319,6 +322,7 @@ class FullPacking {
             saved_.resize(t.saved_at);
             placed_[t.buffer] = 0;
             placed_hash_ ^= zobrist_[t.buffer];
+            placed_hash2_ ^= zobrist2_[t.buffer];
             --placed_count_;
             trail_.pop_back();
         }
@@ -336,11 +340,11 @@ class FullPacking {
 
     void remember_dead_end(const StateKey& k) { failed_.insert(k); }
 
-    StateKey key() const {
-        uint64_t h = 0x243F6A8885A308D3ull;
-        for (const Segment& s : skyline_) h = mix64(h ^ (uint64_t{s.from} << 32 | s.to)) ^ mix64(h + s.height);
-        return {placed_hash_, h};
-    }
+    // A state's key: two independent hashes of the set of placed buffers.
+    // The set is the whole state: placed buffers fill every instant from 0
+    // up without a gap, so the skyline is, at each instant, the sum of the
+    // sizes of the placed buffers live there.
+    StateKey key() const { return {placed_hash_, placed_hash2_}; }
 
     // How flush buffer i would sit in valley v: two points for each wall its
     // top would meet at the same height from an end of the valley it spans
@@ -440,6 +444,9 @@ class FullPacking {
             f.candidates.assign(pool_.begin() + best->ends_at[best_side],
                                 pool_.begin() + best->ends_at[best_side] + best->ends_count[best_side]);
             order_candidates(f.candidates, restart, *best, work);
+            // The first child's table slot, read ahead: a look-up is a cache
+            // miss in a table of megabytes.
+            failed_.prefetch(placed_hash_ ^ zobrist_[f.candidates.front()]);
             ++depth;
             return true;
         };
@@ -456,8 +463,8 @@ class FullPacking {
             }
             place(f.segment, f.candidates[f.next++]);
             keep_if_deepest();
-            // The skyline's segments moved, the state's key, its table look-up.
-            work += kUnitsPerStep * 3 * skyline_.size() + kLookupUnits;
+            // The skyline's segments moved, the state's table look-up.
+            work += kUnitsPerStep * 2 * skyline_.size() + kLookupUnits;
             if (placed_count_ == rows_.size()) return Outcome::Found;
             if (++visited > nodes || work >= limit) {
                 undo_to(0);
@@ -485,14 +492,14 @@ class FullPacking {
     uint32_t times_ = 0;
     std::vector<uint32_t> lower_, upper_;  // time indices
     std::vector<uint64_t> size_;           // in grains
-    std::vector<uint64_t> zobrist_;
+    std::vector<uint64_t> zobrist_, zobrist2_;
     std::vector<uint32_t> starting_, starting_at_, ending_, ending_at_;
     std::vector<uint32_t> mark_;
     uint32_t stamp_ = 0;
     std::vector<uint8_t> placed_;
     std::vector<uint8_t> flush_;  // flush_points of the candidates being ordered
     std::vector<uint64_t> offset_;  // in grains
-    uint64_t placed_hash_ = 0;
+    uint64_t placed_hash_ = 0, placed_hash2_ = 0;
     size_t placed_count_ = 0;
     std::vector<Segment> skyline_;
     struct Trail {
