@@ -35,12 +35,13 @@ struct Stabs {
     std::vector<uint64_t> instant;   // by stab
     std::vector<uint32_t> stab_of;   // by buffer
     size_t members = 0, live = 0;    // stabbed buffers, live buffers
+    // The live buffers by lower and by upper (ascending; ties: index).
+    std::vector<uint32_t> by_lower, by_upper;
 
     // Greedily: the instant (the earliest lower) where the most live
     // buffers not yet stabbed live, its buffers stabbed there; again while
     // an instant holds enough of them.
     explicit Stabs(const Buffers& b) : stab_of(b.count(), kNoStab) {
-        std::vector<uint32_t> by_lower, by_upper;
         for (uint32_t x = 0; x < b.count(); ++x)
             if (b.lower[x] < b.upper[x]) by_lower.push_back(x);
         live = by_lower.size();
@@ -90,18 +91,12 @@ class StabIndex {
 
     explicit StabIndex(const Buffers& b, WorkerPool* pool = nullptr)
         : b_(b), stabs_(b), rows_(b, pool), offset_(b.count(), 0), placed_(b.count(), 0) {
+        // Each crowd's members in the stabs' orders (by upper: from the last).
         crowd_.resize(stabs_.instant.size());
-        for (uint32_t x = 0; x < b.count(); ++x)
+        for (uint32_t x : stabs_.by_lower)
             if (stabs_.stab_of[x] != Stabs::kNoStab) crowd_[stabs_.stab_of[x]].by_lower.push_back(x);
-        for (Crowd& c : crowd_) {
-            std::sort(c.by_lower.begin(), c.by_lower.end(), [&](uint32_t p, uint32_t q) {
-                return b.lower[p] != b.lower[q] ? b.lower[p] < b.lower[q] : p < q;
-            });
-            c.by_upper = c.by_lower;
-            std::sort(c.by_upper.begin(), c.by_upper.end(), [&](uint32_t p, uint32_t q) {
-                return b.upper[p] != b.upper[q] ? b.upper[p] > b.upper[q] : p < q;
-            });
-        }
+        for (auto x = stabs_.by_upper.rbegin(); x != stabs_.by_upper.rend(); ++x)
+            if (stabs_.stab_of[*x] != Stabs::kNoStab) crowd_[stabs_.stab_of[*x]].by_upper.push_back(*x);
     }
 
     template <class Ahead>
@@ -164,16 +159,18 @@ class StabIndex {
 
 // The index a greedy pass over `b` takes (place_greedy()): StabIndex where
 // its buffers crowd around a few instants, else UnionIndex where they live
-// long and densely (prefers_union_index()), else rows (None). Both need
-// 1,024 buffers and no live zero-size one. A crowd of 1/32 of the buffers
-// lives together, so a crowded instance has, on average, some n/43
-// conflicts per buffer: the sample (a cheap pass) rules out the others
-// before the stabs are looked for (sorts of the buffers).
+// long (lives_long()) and each with kUnionIndexFromConflicts others or more,
+// else rows (None). Both need 1,024 buffers and no live zero-size one. A
+// crowd of 1/32 of the buffers lives together, so a crowded instance has,
+// on average, some n/43 conflicts per buffer: the sample (a cheap pass,
+// made once for both rules) rules out the others before the stabs are
+// looked for (sorts of the buffers).
 enum class DenseIndex { None, Unions, Stabs };
 inline DenseIndex dense_index_for(const Buffers& b) {
     if (b.count() < kUnionIndexFrom || has_live_zero_size(b)) return DenseIndex::None;
-    if (sampled_conflicts_per_buffer(b) * 2 * kStabShare >= b.count() && Stabs(b).crowded()) return DenseIndex::Stabs;
-    return prefers_union_index(b) ? DenseIndex::Unions : DenseIndex::None;
+    const uint64_t conflicts = sampled_conflicts_per_buffer(b);
+    if (conflicts * 2 * kStabShare >= b.count() && Stabs(b).crowded()) return DenseIndex::Stabs;
+    return lives_long(b) && conflicts >= kUnionIndexFromConflicts ? DenseIndex::Unions : DenseIndex::None;
 }
 
 }  // namespace emel::memory

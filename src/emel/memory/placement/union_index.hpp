@@ -61,7 +61,7 @@ class ByteUnion {
 // holding bytes reads: its gaps are that union's gaps, and its top is the
 // union's end (BasicGapFinder's walk meets the same fitting gaps in the same
 // order). A zero-size buffer can land where two spans touch, which a union
-// hides: an instance with one is given PlacedIndex (prefers_union_index()).
+// hides: an instance with one is given PlacedIndex (dense_index_for()).
 // Dense placements coalesce into a few ranges per node, so a query reads a
 // few ranges per node instead of every conflict.
 class UnionIndex {
@@ -261,15 +261,14 @@ inline uint64_t sampled_conflicts_per_buffer(const Buffers& b) {
     return together * n / (kQueries * others);
 }
 
-// Whether a greedy pass over `b` takes UnionIndex: its buffers live, on
-// average, for a long share of the time line, no live buffer is zero-size,
-// and each buffer is estimated to live together with many others.
-inline bool prefers_union_index(const Buffers& b) {
-    const size_t n = b.count();
-    if (n < kUnionIndexFrom || has_live_zero_size(b)) return false;
+// Whether the live buffers of `b` live, on average, at least 1/16 of the
+// time line: one of UnionIndex's conditions (dense_index_for(), with 1,024
+// buffers, no live zero-size one and kUnionIndexFromConflicts sampled
+// conflicts per buffer).
+inline bool lives_long(const Buffers& b) {
     uint64_t first = UINT64_MAX, last = 0, live = 0;
     unsigned __int128 lifetimes = 0;  // times may reach 2^64-1
-    for (size_t x = 0; x < n; ++x) {
+    for (size_t x = 0; x < b.count(); ++x) {
         if (b.lower[x] >= b.upper[x]) continue;
         first = std::min(first, b.lower[x]);
         last = std::max(last, b.upper[x]);
@@ -277,9 +276,8 @@ inline bool prefers_union_index(const Buffers& b) {
         ++live;
     }
     // Mean lifetime >= time line / 16, without dividing.
-    if (!live || (lifetimes << kUnionIndexLifetimeShareBits) < static_cast<unsigned __int128>(live) * (last - first))
-        return false;
-    return sampled_conflicts_per_buffer(b) >= kUnionIndexFromConflicts;
+    return live &&
+           (lifetimes << kUnionIndexLifetimeShareBits) >= static_cast<unsigned __int128>(live) * (last - first);
 }
 
 }  // namespace emel::memory
