@@ -293,9 +293,9 @@ void AutoRun::try_sections() {
 // Instances whose every instant holds the bound or nothing (cut from a full
 // rectangle): the full-packing search (full_packing.cpp) at the bound, with
 // most of what is left (full_packing_share). Found, the answer is proven
-// optimal and the run ends; not found, the rest of the run has the rest. Any other instance is
-// refused at once (three probes of the live bytes, else one sweep), and not
-// charged: there the run is what it was. auto's later exact searches do not
+// optimal and the run ends; not found, the rest of the run has the rest.
+// Any other instance is refused at once (three probes of the live bytes,
+// else one sweep), and not charged: there the run is what it was. auto's later exact searches do not
 // run it again (place_optimal's default).
 void AutoRun::try_full_packing() {
     if (done() || work_ >= work_budget_) return;
