@@ -68,6 +68,54 @@ uint64_t luby(uint64_t i) {
     }
 }
 
+// Dead ends of one full-packing search: a fixed table of 128-bit keys, a new
+// one taking its slot over an old one. The search's state is the set of
+// placed buffers (its key), and the table lives as long as the search, so
+// a slot holds the key alone: 16 bytes, a third of the exact search's slots
+// (FailedStates keeps a run number and a kept failure beside each key),
+// which keeps more of the table in the caches and the page tables.
+class DeadEnds {
+  public:
+    // The exact search's table size (failed_states.hpp): 256 slots a buffer, 2^10..2^18.
+    explicit DeadEnds(size_t buffers) {
+        size_t slots = size_t{1} << 10;
+        while (slots < (size_t{1} << 18) && slots < buffers * 256) slots *= 2;
+        mask_ = slots - 1;
+    }
+    void prefetch(uint64_t a) const {
+        if (slots_) __builtin_prefetch(&slots_.get()[a & mask_]);
+    }
+    bool contains(StateKey k) const {
+        if (!slots_) return false;
+        const StateKey& s = slots_.get()[k.a & mask_];
+        return s.a == k.a && s.b == (k.b ^ kSalt);
+    }
+    // calloc: untouched zero pages, paid for only where the search writes.
+    // Keys are stored with their second half salted, so that an all-zero
+    // slot matches no key but (0, kSalt), a 2^-128 chance: nothing placed
+    // is the key (0, 0).
+    void insert(StateKey k) {
+        if (!slots_) {
+            if (failed_alloc_) return;
+            slots_.reset(static_cast<StateKey*>(std::calloc(mask_ + 1, sizeof(StateKey))));
+            if (!slots_) {
+                failed_alloc_ = true;  // no memory: the search goes on without the table
+                return;
+            }
+        }
+        slots_.get()[k.a & mask_] = StateKey{k.a, k.b ^ kSalt};
+    }
+
+  private:
+    static constexpr uint64_t kSalt = 0x9E3779B97F4A7C15ull;
+    struct Free {
+        void operator()(StateKey* p) const { std::free(p); }
+    };
+    std::unique_ptr<StateKey, Free> slots_;
+    size_t mask_ = 0;
+    bool failed_alloc_ = false;
+};
+
 class FullPacking {
   public:
     // `rows`: the searched buffers; `grain` divides every size and the bound;
@@ -77,7 +125,6 @@ class FullPacking {
     FullPacking(const Buffers& b, const std::vector<uint32_t>& rows, uint64_t bound, uint64_t grain,
                 const std::vector<uint64_t>& changes, const std::vector<uint32_t>& index, unsigned variant)
         : rows_(rows), height_(bound / grain), variant_(variant), failed_(rows.size()) {
-        failed_.begin_run();
         const size_t m = rows.size();
         auto index_of = [&](uint64_t t) {
             return index[static_cast<size_t>(std::lower_bound(changes.begin(), changes.end(), t) - changes.begin())];
@@ -429,7 +476,7 @@ class FullPacking {
             f.trail_mark = trail_.size();
             f.pool_mark = pool_.size();
             const std::vector<Valley>* parent = depth == 0 ? nullptr : &frames_[depth - 1].valleys;
-            if (failed_.failed_in_run(f.key) || !find_valleys(parent, f.valleys, work)) {
+            if (failed_.contains(f.key) || !find_valleys(parent, f.valleys, work)) {
                 remember_dead_end(f.key);
                 pool_.resize(f.pool_mark);
                 return false;
@@ -519,7 +566,7 @@ class FullPacking {
     size_t deepest_count_ = 0;
     // Dead ends: one run of the exact search's table (a new one takes its
     // slot over an old one, so it holds at most its slots).
-    FailedStates failed_;
+    DeadEnds failed_;
 };
 
 }  // namespace
