@@ -44,8 +44,9 @@ constexpr uint64_t kUnitsPerStep = 2;
 // A look-up or insert in the table of dead ends (up to 2^18 slots): a cache
 // miss, about half of it hidden by reading the slot ahead.
 constexpr uint64_t kLookupUnits = 30;
-// Children whose table slots are read ahead when a node opens.
-constexpr size_t kReadAheadChildren = 4;
+// Children whose table slots are read ahead when a node opens (most nodes
+// have fewer).
+constexpr size_t kReadAheadChildren = 8;
 // The first restart's node limit: 4 a buffer, at least 500, so that one
 // dive can place every buffer with room to go back (with the flush buffers
 // tried first, dives run straight more often). Later restarts take Luby
@@ -492,12 +493,12 @@ class FullPacking {
             f.segment = best->segment;
             f.candidates.assign(pool_.begin() + best->ends_at[best_side],
                                 pool_.begin() + best->ends_at[best_side] + best->ends_count[best_side]);
-            order_candidates(f.candidates, restart, *best, work);
-            // The first children's table slots, read ahead: a look-up is a
-            // cache miss in a table of megabytes, and most children are dead
-            // ends that hand over to the next at once.
+            // The children's table slots, read ahead while they are ordered:
+            // a look-up is a cache miss in a table of megabytes, and most
+            // children are dead ends that hand over to the next at once.
             for (size_t c = 0; c < std::min(f.candidates.size(), kReadAheadChildren); ++c)
                 failed_.prefetch(placed_hash_ ^ zobrist_[f.candidates[c]]);
+            order_candidates(f.candidates, restart, *best, work);
             ++depth;
             return true;
         };
