@@ -17,11 +17,11 @@
 // reach the valley's other end), places one, and goes on; no buffer at all is
 // a dead end. Identical buffers are tried once, and a state (the buffers
 // placed, and the skyline) found to be a dead end is not searched again
-// while the exact search's table of failed states still holds it. Dead ends
-// can be deep, so it restarts often with node limits that grow along the
-// Luby sequence, cycling through four orders of trying the buffers (the
-// dead ends it proved are kept: they hold for every order). Where no tiling
-// is found, the deepest partial one met, completed by first fit, is offered.
+// while its table of dead ends still holds it. Dead ends can be deep, so
+// it restarts often with node limits that grow along the Luby sequence,
+// cycling through four orders of trying the buffers (the dead ends it
+// proved are kept: they hold for every order). Where no tiling is found,
+// the deepest partial one met, completed by first fit, is offered.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -39,10 +39,11 @@ namespace {
 // Work units per step of the search (a skyline segment looked at or moved,
 // a buffer considered; an instant swept costs one unit), calibrated so that
 // a budget takes about its milliseconds (kWorkUnitsPerMs) on the perfect
-// packings of 600 buffers of bench/perfect_packing.py (about 930k units/ms).
+// packings of 600 buffers of bench/perfect_packing.py (about 930k units/ms
+// when set; 1.07M since the smaller slots: a budget takes less time).
 constexpr uint64_t kUnitsPerStep = 2;
 // A look-up or insert in the table of dead ends (up to 2^18 slots): a cache
-// miss, about half of it hidden by reading the slot ahead.
+// miss, most of it hidden by reading the slot ahead.
 constexpr uint64_t kLookupUnits = 30;
 // Children whose table slots are read ahead when a node opens (most nodes
 // have fewer).
