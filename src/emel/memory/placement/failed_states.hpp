@@ -24,20 +24,23 @@ struct StateKey {
     uint64_t a = 0, b = 0;
 };
 
+// The slots of a table of failed states: 256 a buffer, 2^10..2^18 (48
+// KiB..12 MiB here): challenging D (213 buffers) and J settle capacities
+// 1.4-8x sooner than without the table, and a quarter of the slots loses
+// some of that. The full-packing search's table has as many.
+inline size_t failed_state_slots(size_t searched_buffers) {
+    size_t slots = size_t{1} << 10;
+    while (slots < (size_t{1} << 18) && slots < searched_buffers * 256) slots *= 2;
+    return slots;
+}
+
 // A fixed-size table: a new failure takes its slot over whatever was there.
 // Its size depends on the instance only, never on a search's budget, so a
 // search finds the same failures whether it runs once or is restarted with
 // growing limits (the race's two schedules must agree).
 class FailedStates {
   public:
-    explicit FailedStates(size_t searched_buffers) {
-        // 256 slots a buffer, 2^10..2^18 (48 KiB..12 MiB): challenging D (213
-        // buffers) and J settle capacities 1.4-8x sooner than without the table,
-        // and a quarter of the slots loses some of that.
-        size_t slots = size_t{1} << 10;
-        while (slots < (size_t{1} << 18) && slots < searched_buffers * 256) slots *= 2;
-        mask_ = slots - 1;
-    }
+    explicit FailedStates(size_t searched_buffers) : mask_(failed_state_slots(searched_buffers) - 1) {}
 
     // A new search: the current run's earlier entries no longer match (the
     // run number is in every slot), so nothing needs clearing.

@@ -78,12 +78,7 @@ uint64_t luby(uint64_t i) {
 // which keeps more of the table in the caches and the page tables.
 class DeadEnds {
   public:
-    // The exact search's table size (failed_states.hpp): 256 slots a buffer, 2^10..2^18.
-    explicit DeadEnds(size_t buffers) {
-        size_t slots = size_t{1} << 10;
-        while (slots < (size_t{1} << 18) && slots < buffers * 256) slots *= 2;
-        mask_ = slots - 1;
-    }
+    explicit DeadEnds(size_t buffers) : mask_(failed_state_slots(buffers) - 1) {}
     void prefetch(uint64_t a) const {
         if (slots_) __builtin_prefetch(&slots_.get()[a & mask_]);
     }
