@@ -295,8 +295,8 @@ void AutoRun::try_sections() {
 // most of what is left (full_packing_share). Found, the answer is proven
 // optimal and the run ends; not found, the rest of the run has the rest.
 // Any other instance is refused at once (three probes of the live bytes,
-// else one sweep), and not charged: there the run is what it was. auto's later exact searches do not
-// run it again (place_optimal's default).
+// else one sweep), and not charged: there the run is what it was. auto's
+// later exact searches do not run it again (place_optimal's default).
 void AutoRun::try_full_packing() {
     if (done() || work_ >= work_budget_) return;
     Placement p = unless_overflow([&] { return place_full_packing(b_, full_packing_share(left())); }, overflowed_);

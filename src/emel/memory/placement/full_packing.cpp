@@ -561,8 +561,8 @@ class FullPacking {
     std::vector<uint32_t> pool_;  // the frames' valley lists
     std::vector<uint64_t> deepest_;
     size_t deepest_count_ = 0;
-    // Dead ends: one run of the exact search's table (a new one takes its
-    // slot over an old one, so it holds at most its slots).
+    // Dead ends proven by this search, kept across its restarts (a new one
+    // takes its slot over an old one, so it holds at most its slots).
     DeadEnds failed_;
 };
 
