@@ -86,6 +86,22 @@ def test_rolling_sections_place_a_chained_trace():
     assert (again["offsets"].tolist(), again["work"]) == (r["offsets"].tolist(), r["work"])
 
 
+def test_a_crowded_section_is_given_up_within_the_budget():
+    """A section whose rows nearly all live together (3,000 rows live at one instant, the peak of a
+    near-clique, beside 300 short ones) costs some 10^8 units to first-fit around: the roll must
+    give it up before those steps, within its budget, not charge them after (a near-clique of
+    17,000 buffers took 9 s in them at 300 ms; docs/strategies.md §4)."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    lower = np.concatenate([rng.integers(0, 1000, n), rng.integers(0, 2000, 300)]).astype(np.uint64)
+    upper = np.concatenate([rng.integers(1001, 2000, n), lower[n:] + rng.integers(1, 20, 300)]).astype(np.uint64)
+    size = rng.integers(1, 1 << 16, n + 300).astype(np.uint64)
+    for ms in (1, 20):
+        r = _core._sections(lower, upper, size, 0, ms, 16, 1024)
+        assert r["work"] <= ms * 900_000  # the old roll charged 2.7 * 10^8 here
+        assert r["end"] == r["start_end"]  # given up: the start is kept
+
+
 def test_structured_traces_proven_at_the_bound_past_the_whole_search():
     """Above the 16,384 buffers the whole-instance search takes: a 1F1B trace with flushes
     (components searched alone) and one without (rolled through) proven at the bound by

@@ -101,17 +101,20 @@ uint64_t end_of(const Buffers& b, const std::vector<uint32_t>& rows, const std::
 // First fit of a section's rows (their own instance `sub`) in `order` around
 // `obstacles` (each row's (offset, top) pairs, placed before, sorted): the quick try
 // before the search, and the fallback when it fails. Offsets into `out`;
-// returns their end. `conflicts`: each row's rows live with it.
+// returns their end. `conflicts`: each row's rows live with it. Stops, the
+// offsets partial, once `work` passes `work_limit` (a section of thousands
+// of rows all live together costs millions of units a pass).
 uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order,
                           const std::vector<std::vector<uint32_t>>& conflicts,
                           const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& obstacles,
-                          std::vector<uint64_t>& out, uint64_t& work) {
+                          std::vector<uint64_t>& out, uint64_t& work, uint64_t work_limit) {
     const size_t m = sub.count();
     uint64_t end = 0;
     std::vector<uint8_t> placed(m, 0);
     std::vector<std::pair<uint64_t, uint64_t>> mine;
     out.assign(m, 0);
     for (uint32_t x : order) {
+        if (work > work_limit) break;
         // The section's rows placed so far that live with x, by offset; the
         // obstacles are sorted already: first fit walks both in offset order.
         mine.clear();
@@ -308,6 +311,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
     for (size_t k = first; k-- > 0;) order.push_back(k);
 
     std::vector<uint8_t> placed_row(n, 0);  // by position in `rows`
+    bool over_budget = false;               // an attempt ran past the budget: the roll is given up
     // One attempt at the rows `at` (positions, ascending) around the placed
     // rows that live with them; `cut_from`/`cut_to`: the window their
     // lifetimes are cut to (the first section's; else none). Offsets into
@@ -331,6 +335,17 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
         const size_t scan_to = std::lower_bound(starts.begin(), starts.end(), hi_t) - starts.begin();
         for (size_t i = scan_from; i < scan_to; ++i)
             if (placed_row[i] && b.upper[rows[i]] > lo_t) near.push_back(rows[i]);
+        const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
+        // What the steps below charge at least (the obstacles, the search's
+        // instance, the conflict lists): past the roll's budget, it is given
+        // up before them. A section of some 16,000 rows all live together
+        // (a near-clique's peak) took seconds for a budget of milliseconds.
+        const uint64_t build = search_costs(sub).build;
+        if (work + (scan_to - scan_from) + m * near.size() + 2 * build > work_limit) {
+            work += scan_to - scan_from;
+            over_budget = true;
+            return false;
+        }
         std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles(m);
         for (size_t j = 0; j < m; ++j) {
             for (uint32_t z : near)
@@ -338,8 +353,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             std::sort(obstacles[j].begin(), obstacles[j].end());  // by offset: first fit and the search walk them so
             work += obstacles[j].size() * (64 - static_cast<uint64_t>(__builtin_clzll(obstacles[j].size() | 1)));
         }
-        const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
-        work += (scan_to - scan_from) + m * near.size() + search_costs(sub).build;
+        work += (scan_to - scan_from) + m * near.size() + build;
         // The search's share: half of what is left. Most sections fit by
         // first fit; one that does not is where the roll is won or lost.
         const uint64_t share = (work_limit - std::min(work_limit, work)) / 2;
@@ -350,7 +364,11 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
         const auto conflicts = conflict_lists(sub, work);
         for (const auto& by : {order_by_live_peak(sub), order_by_size(sub)}) {
             if (section_end <= capacity) break;
-            const uint64_t e = first_fit_around(sub, by, conflicts, obstacles, tried, work);
+            const uint64_t e = first_fit_around(sub, by, conflicts, obstacles, tried, work, work_limit);
+            if (work > work_limit) {
+                over_budget = true;
+                return false;
+            }
             if (e < section_end) {
                 section_end = e;
                 placed.swap(tried);
@@ -396,6 +414,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
         if (at.empty()) continue;
         std::vector<uint64_t> placed;
         bool found = k == first ? attempt(at, from_t, to_t, placed) : attempt(at, 0, UINT64_MAX, placed);
+        if (over_budget) return UINT64_MAX;
         // Not under the capacity: once more together with the section placed
         // just before it on its side (its neighbour in time), which may have
         // put its rows where this one needed room.
@@ -406,7 +425,9 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             std::sort(both.begin(), both.end());
             for (size_t i : taken[before]) placed_row[i] = 0;
             std::vector<uint64_t> placed_both;
-            if (attempt(both, 0, UINT64_MAX, placed_both)) {
+            const bool both_found = attempt(both, 0, UINT64_MAX, placed_both);
+            if (over_budget) return UINT64_MAX;
+            if (both_found) {
                 commit(both, placed_both);
                 for (size_t j = 0; j < both.size(); ++j) end = std::max(end, placed_both[j] + b.size[rows[both[j]]]);
                 taken[before].clear();
