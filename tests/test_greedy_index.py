@@ -264,6 +264,14 @@ lower, upper, size = st.generate("clusters", 40000, 1)
 for fit in ("best", "first"):
     record(f"clusters greedy_by_size {{fit}}", mm.place(lower, upper, size, "greedy_by_size", fit=fit),
            verdicts=False)
+# Dense traces where auto's passes run on one thread: greedy by size with
+# best fit runs ahead on a side thread (two threads or more) and is taken as
+# if run in its turn: given up in the later passes (uniform_long at 2,000
+# ms) or at the end (50 ms), or winning at the end (near-clique seed 9).
+for fam, seed, budget in (("uniform_long", 0, 2000), ("uniform_long", 0, 50), ("near_clique", 9, 50)):
+    lower, upper, size = st.generate(fam, 17000, seed)
+    record(f"{{fam}} {{seed}} auto {{budget}}", mm.place(lower, upper, size, "auto", time_budget_ms=budget),
+           verdicts=False)
 # A budget that reaches auto's later passes, which are given up once they
 # cannot win: one thread must give up where the batches of two would, or
 # the work charged (and so every later budget choice) depends on the cores.
@@ -287,11 +295,13 @@ print(json.dumps(out))
 
 
 def test_thread_count_changes_nothing():
-    """The greedy passes (past 16,384 buffers) and the exact search (past 64)
-    use threads; offsets, size, work and verdicts must not depend on how many."""
+    """The greedy passes (past 16,384 buffers), auto's side pass and the exact
+    search (past 64) use threads; offsets, size, work and verdicts must not
+    depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 1 + 2 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 3 + 1 + 2 + 12
+    assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won
 
 
 _RACE = """

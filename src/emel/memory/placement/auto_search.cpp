@@ -2,7 +2,10 @@
 // bounded, deterministic search over greedy placement orders.
 #include <algorithm>
 #include <numeric>
+#include <memory>
 #include <optional>
+#include <system_error>
+#include <thread>
 
 #include "emel/memory/placement/placement.hpp"
 #include "emel/memory/placement/worker_pool.hpp"
@@ -73,6 +76,81 @@ Placement unless_overflow(Pass&& pass, uint32_t& overflowed) {
     }
 }
 
+// Instances from which greedy by size with best fit runs ahead on a side
+// thread (SidePass) where the passes run on one thread: below, a pass takes
+// milliseconds.
+constexpr size_t kSidePassFrom = 16384;
+
+// A greedy pass run ahead of its turn on a thread of its own, while the run
+// goes on (docs/strategies.md §4, "Side pass"). Where the passes run on one
+// thread (dense traces) the second core is otherwise idle through them. When
+// its turn comes, the pass is taken as if it had been given up above the
+// limit the run gives it then (given_up_above()): the same answer and work
+// as running it then, so the run's answer and work are unchanged; only the
+// wall time shrinks. Where it failed (an overflow, no thread), the run
+// places it itself, as before.
+class SidePass {
+  public:
+    // `b` and `order` must outlive the side pass; `limit`: the lowest limit
+    // it may be given (later lowered by lower_limit()).
+    SidePass(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t limit) : limit_(limit) {
+        record_.cancel = &cancel_;
+        record_.give_up_above = &limit_;
+        try {
+            thread_ = std::thread([this, &b, &order, fit] {
+                try {
+                    full_ = place_greedy_recorded(b, order, fit, record_);
+                } catch (...) {
+                    failed_ = true;
+                }
+            });
+        } catch (const std::system_error&) {
+            failed_ = true;
+        }
+    }
+    ~SidePass() {
+        cancel_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    SidePass(const SidePass&) = delete;
+    SidePass& operator=(const SidePass&) = delete;
+
+    // What it is now known that the limit it will be given cannot pass: the
+    // pass is given up at its first check above, as the run would give it up
+    // (that check is recorded; later ones are not needed).
+    void lower_limit(uint64_t limit) { lower_to(limit_, limit); }
+
+    // The pass as place_greedy(b, order, fit, limit) gives it (abandoned:
+    // its end and work at the first check past the limit); none where the
+    // side pass failed. Taken once.
+    std::optional<Placement> given_up_above(uint64_t limit) {
+        lower_limit(limit);
+        if (thread_.joinable()) thread_.join();
+        if (failed_) return std::nullopt;
+        for (const GreedyRecord::Check& c : record_.checks) {
+            if (c.end <= limit) continue;
+            Placement p;
+            p.end = c.end;
+            p.work = c.work;
+            p.method = full_.method;
+            p.abandoned = true;
+            return p;
+        }
+        // Whole, or (never: it stops only past a limit not below this one)
+        // stopped short of it.
+        if (full_.abandoned) return std::nullopt;
+        return std::move(full_);
+    }
+
+  private:
+    std::atomic<bool> cancel_{false};
+    std::atomic<uint64_t> limit_;
+    GreedyRecord record_;
+    Placement full_;
+    bool failed_ = false;
+    std::thread thread_;
+};
+
 }  // namespace
 
 uint64_t default_work_budget(const Buffers& b, uint64_t best_end, uint64_t bound) {
@@ -121,6 +199,8 @@ class AutoRun {
             best_ = std::move(p);
             if (order) best_order_ = *order;
             else best_order_.clear();
+            // The side pass will be given up above to_win() or lower.
+            if (size_best_fit_ahead_) size_best_fit_ahead_->lower_limit(to_win());
         }
     }
     // Every pass after the first costs about what the first did (pass_):
@@ -133,6 +213,16 @@ class AutoRun {
     // exact search may prove more than the peak of live bytes.
     bool done() const { return best_.end <= std::max(proven_, good_enough_); }
     bool worth_a_pass() const { return !done() && room_for_a_pass(); }
+    // Greedy by size with best fit, given up above `limit`: the side pass's
+    // where one ran ahead (then done with), else run here.
+    Placement size_best_fit(uint64_t limit) {
+        if (size_best_fit_ahead_) {
+            std::optional<Placement> p = size_best_fit_ahead_->given_up_above(limit);
+            size_best_fit_ahead_.reset();
+            if (p) return std::move(*p);
+        }
+        return greedy(by_size_, Fit::Best, limit);
+    }
     // A later pass wins only below the best so far (ties keep the earlier):
     // it is given up as soon as its end reaches the best's, which on large
     // traces saves most of a losing pass (the first pass is always whole: it
@@ -154,6 +244,10 @@ class AutoRun {
     std::vector<uint32_t> best_order_;
     std::vector<uint32_t> by_size_, by_live_peak_;
     bool size_best_fit_ran_ = false;
+    // Greedy by size with best fit, run ahead on a side thread from start()
+    // where the passes run on one thread (declared after its order:
+    // destroyed first).
+    std::unique_ptr<SidePass> size_best_fit_ahead_;
     std::optional<PeakWindows> windows_;  // the sweep, made for the first window
     size_t last_window_ = 0;              // buffers in the last window tried
 };
@@ -190,6 +284,12 @@ void AutoRun::start() {
         return;
     }
     by_size_ = order_by_size(b_);
+    // Where the passes run on one thread, greedy by size with best fit, which
+    // the run takes later unless it proves its answer optimal, runs beside
+    // the first pass and what follows (on dense traces of 10^5 buffers each
+    // such pass takes seconds).
+    if (b_.count() >= kSidePassFrom && placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_size_))
+        size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
@@ -341,7 +441,7 @@ void AutoRun::later_passes() {
     }
     if (worth_a_pass()) {
         size_best_fit_ran_ = true;
-        consider(greedy(by_size_, Fit::Best, to_win()), &by_size_);
+        consider(size_best_fit(to_win()), &by_size_);
     }
     if (worth_a_pass()) {
         Placement p = greedy(by_conflict, Fit::First, to_win());
@@ -430,12 +530,13 @@ void AutoRun::local_search() {
 // the answer is what it was, so is the work.
 void AutoRun::last_single_pass() {
     if (size_best_fit_ran_ || best_.end <= proven_) return;
-    Placement p = greedy(by_size_, Fit::Best, to_win());
+    Placement p = size_best_fit(to_win());
     if (p.abandoned || p.end >= best_.end) p.work = 0;
     consider(std::move(p), &by_size_);
 }
 
 Placement AutoRun::finish() {
+    size_best_fit_ahead_.reset();  // not taken (the answer is proven optimal): stopped
     best_.work = work_;
     best_.proven_bound = std::max(best_.proven_bound, proven_);
     return std::move(best_);

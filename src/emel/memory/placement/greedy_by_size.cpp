@@ -40,6 +40,44 @@ constexpr size_t kParallelFrom = 16384;
 // batch counts as dense (placed one by one, not sorted out into levels).
 constexpr size_t kDensePairsPerBuffer = 8;
 
+// The levels of one batch (`m` buffers of the order from `batch`); the
+// vectors are scratch, kept between batches.
+void levels_of_batch(const Buffers& b, const uint32_t* batch, size_t m, uint16_t* levels,
+                     std::vector<uint32_t>& by_lower, std::vector<uint32_t>& active,
+                     std::vector<std::pair<uint32_t, uint32_t>>& after) {
+    std::fill(levels, levels + m, uint16_t{0});
+    by_lower.clear();
+    for (uint32_t i = 0; i < m; ++i)
+        if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
+    std::sort(by_lower.begin(), by_lower.end(),
+              [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
+    active.clear();  // batch positions whose interval may still overlap later starts
+    after.clear();   // (later, earlier) positions live together
+    // A batch whose buffers mostly live together (a layer of a layered
+    // trace) is placed one by one: each its own level.
+    const size_t most_pairs = kDensePairsPerBuffer * m;
+    for (size_t s = 0; s < by_lower.size() && after.size() <= most_pairs; ++s) {
+        const uint32_t i = by_lower[s];
+        const uint64_t start = b.lower[batch[i]];
+        size_t kept = 0;
+        for (uint32_t j : active) {
+            if (b.upper[batch[j]] <= start) continue;
+            active[kept++] = j;
+            after.emplace_back(std::max(i, j), std::min(i, j));
+        }
+        active.resize(kept);
+        active.push_back(i);
+    }
+    if (after.size() > most_pairs) {
+        for (uint32_t i = 0; i < m; ++i) levels[i] = static_cast<uint16_t>(i);
+        return;
+    }
+    // In batch order, each buffer's level is final before a later one reads it.
+    std::sort(after.begin(), after.end());
+    for (const auto& [later, earlier] : after)
+        levels[later] = std::max<uint16_t>(levels[later], static_cast<uint16_t>(levels[earlier] + 1));
+}
+
 // Levels of the buffers of each batch: 0 for a buffer live together with no
 // earlier buffer of its batch, else one more than the highest level of those
 // it is live with (their offsets decide its gap). Buffers of one level are
@@ -52,43 +90,18 @@ void batch_levels(const Buffers& b, const std::vector<uint32_t>& order, WorkerPo
     level.assign(order.size(), 0);
     pool.run([&](unsigned t) {
         std::vector<uint32_t> by_lower, active;
-        std::vector<std::pair<uint32_t, uint32_t>> after;  // (later, earlier) positions live together
-        for (size_t at = t * kBatch; at < order.size(); at += pool.size() * kBatch) {
-            const uint32_t* batch = order.data() + at;
-            uint16_t* levels = level.data() + at;
-            const size_t m = std::min(kBatch, order.size() - at);
-            by_lower.clear();
-            for (uint32_t i = 0; i < m; ++i)
-                if (b.lower[batch[i]] < b.upper[batch[i]]) by_lower.push_back(i);
-            std::sort(by_lower.begin(), by_lower.end(),
-                      [&](uint32_t i, uint32_t j) { return b.lower[batch[i]] < b.lower[batch[j]]; });
-            active.clear();  // batch positions whose interval may still overlap later starts
-            after.clear();
-            // A batch whose buffers mostly live together (a layer of a
-            // layered trace) is placed one by one: each its own level.
-            const size_t most_pairs = kDensePairsPerBuffer * m;
-            for (size_t s = 0; s < by_lower.size() && after.size() <= most_pairs; ++s) {
-                const uint32_t i = by_lower[s];
-                const uint64_t start = b.lower[batch[i]];
-                size_t kept = 0;
-                for (uint32_t j : active) {
-                    if (b.upper[batch[j]] <= start) continue;
-                    active[kept++] = j;
-                    after.emplace_back(std::max(i, j), std::min(i, j));
-                }
-                active.resize(kept);
-                active.push_back(i);
-            }
-            if (after.size() > most_pairs) {
-                for (uint32_t i = 0; i < m; ++i) levels[i] = static_cast<uint16_t>(i);
-                continue;
-            }
-            // In batch order, each buffer's level is final before a later one reads it.
-            std::sort(after.begin(), after.end());
-            for (const auto& [later, earlier] : after)
-                levels[later] = std::max<uint16_t>(levels[later], static_cast<uint16_t>(levels[earlier] + 1));
-        }
+        std::vector<std::pair<uint32_t, uint32_t>> after;
+        for (size_t at = t * kBatch; at < order.size(); at += pool.size() * kBatch)
+            levels_of_batch(b, order.data() + at, std::min(kBatch, order.size() - at), level.data() + at, by_lower,
+                            active, after);
     });
+}
+
+// Where at least half of a pass's buffers wait on none before them in their
+// batch (level 0), the threads take it in batches; else it runs on one
+// thread (place_greedy_as_given).
+bool mostly_at_once(const std::vector<uint16_t>& level, size_t count) {
+    return 2 * static_cast<size_t>(std::count(level.begin(), level.begin() + count, uint16_t{0})) >= count;
 }
 
 // A level this small is found on the calling thread: handing it to the
@@ -169,7 +182,7 @@ constexpr size_t kInOrderFrom = 4096;
 
 template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                                uint64_t give_up_above, WorkerPool* pool);
+                                uint64_t give_up_above, WorkerPool* pool, GreedyRecord* record);
 
 // Most buffers of the order far (a cache line or more) from the one before
 // in the arrays: random traces by size. Orders that already walk the arrays
@@ -179,6 +192,12 @@ bool scattered(const std::vector<uint32_t>& order) {
     for (size_t i = 1; i < order.size(); ++i) far += order[i] > order[i - 1] + 8 || order[i] + 8 < order[i - 1];
     return 2 * far > order.size();
 }
+
+// A type to pick place_greedy_as_given's index by.
+template <class Index>
+struct IndexTag {
+    using type = Index;
+};
 
 // The narrowest index that holds the pass: 32-bit times where every time
 // fits, and 32-bit offsets where the placement's end does. The end is known
@@ -192,16 +211,20 @@ bool scattered(const std::vector<uint32_t>& order) {
 // StabIndex or UnionIndex instead, whose queries read unions of placed bytes
 // instead of every conflict: the same answer, for the work of what it reads.
 Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                               uint64_t give_up_above, WorkerPool* pool, DenseIndex dense) {
-    if (dense == DenseIndex::Unions) return place_greedy_as_given<UnionIndex>(b, order, fit, give_up_above, pool);
-    if (dense == DenseIndex::Stabs) return place_greedy_as_given<StabIndex>(b, order, fit, give_up_above, pool);
-    if (!times_fit_32_bits(b)) return place_greedy_as_given<PlacedIndex>(b, order, fit, give_up_above, pool);
+                               uint64_t give_up_above, WorkerPool* pool, DenseIndex dense, GreedyRecord* record) {
+    auto pass = [&](auto index) {
+        using Index = typename decltype(index)::type;
+        return place_greedy_as_given<Index>(b, order, fit, give_up_above, pool, record);
+    };
+    if (dense == DenseIndex::Unions) return pass(IndexTag<UnionIndex>{});
+    if (dense == DenseIndex::Stabs) return pass(IndexTag<StabIndex>{});
+    if (!times_fit_32_bits(b)) return pass(IndexTag<PlacedIndex>{});
     if (std::any_of(b.size.begin(), b.size.end(), [](uint64_t size) { return size > UINT32_MAX; }))
-        return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
+        return pass(IndexTag<TimesCompactPlacedIndex>{});
     try {
-        return place_greedy_as_given<CompactPlacedIndex>(b, order, fit, give_up_above, pool);
+        return pass(IndexTag<CompactPlacedIndex>{});
     } catch (const OffsetsTooWide&) {
-        return place_greedy_as_given<TimesCompactPlacedIndex>(b, order, fit, give_up_above, pool);
+        return pass(IndexTag<TimesCompactPlacedIndex>{});
     }
 }
 
@@ -222,8 +245,6 @@ std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_wor
     return pool;
 }
 
-}  // namespace
-
 // A large pass reads each buffer's times, size and alignment and writes its
 // offset in the order it places them: scattered over the buffers' arrays,
 // each a cache miss at 10^6 buffers. So the buffers are copied in that order
@@ -231,14 +252,13 @@ std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_wor
 // copied back. Nothing the pass chooses depends on the buffers' numbering
 // (spans are walked in offset order; equal offsets in any order give the
 // same gaps), so the answer and the work are the same.
-Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
-                       uint64_t expected_work) {
-    const std::unique_ptr<WorkerPool> pool = pass_threads(b, expected_work);
+Placement place_greedy_in_order(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                                uint64_t give_up_above, WorkerPool* pool, GreedyRecord* record) {
     const DenseIndex dense = dense_index_for(b);
     // Every buffer in the order (the passes' orders are permutations), so the
     // copy has the same count, and so the same batches and checks.
     if (order.size() < kInOrderFrom || order.size() != b.count() || b.has_partners() || !scattered(order))
-        return place_greedy_indexed(b, order, fit, give_up_above, pool.get(), dense);
+        return place_greedy_indexed(b, order, fit, give_up_above, pool, dense, record);
     const size_t m = order.size();
     Buffers in_order;
     in_order.lower.resize(m);
@@ -246,7 +266,7 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     in_order.size.resize(m);
     in_order.alignment.resize(m);
     in_order.rank.resize(m);
-    in_ranges(pool.get(), m, [&](size_t from, size_t to) {
+    in_ranges(pool, m, [&](size_t from, size_t to) {
         for (size_t i = from; i < to; ++i) {
             const uint32_t x = order[i];
             in_order.lower[i] = b.lower[x];
@@ -260,23 +280,51 @@ Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit
     std::iota(in_turn.begin(), in_turn.end(), 0u);
     Placement placed;
     try {
-        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above, pool.get(), dense);
+        placed = place_greedy_indexed(in_order, in_turn, fit, give_up_above, pool, dense, record);
     } catch (const PlacementOverflow& e) {
         throw PlacementOverflow(order[e.buffer]);
     }
     std::vector<uint64_t> offset(b.count(), 0);
-    in_ranges(pool.get(), m, [&](size_t from, size_t to) {
+    in_ranges(pool, m, [&](size_t from, size_t to) {
         for (size_t i = from; i < to; ++i) offset[order[i]] = placed.offset[i];
     });
     placed.offset = std::move(offset);
     return placed;
 }
 
+}  // namespace
+
+Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
+                       uint64_t expected_work) {
+    return place_greedy_in_order(b, order, fit, give_up_above, pass_threads(b, expected_work).get(), nullptr);
+}
+
+Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                                GreedyRecord& record) {
+    return place_greedy_in_order(b, order, fit, UINT64_MAX, nullptr, &record);
+}
+
+// Batches of the order greedy_runs_on_one_thread() levels: spread over it,
+// enough to tell a pass that waits from one that does not.
+constexpr size_t kSampledBatches = 16;
+
+bool greedy_runs_on_one_thread(const Buffers& b, const std::vector<uint32_t>& order) {
+    if (!in_batches(b) || placement_threads() < 2 || order.size() < kBatch) return true;
+    const size_t batches = order.size() / kBatch, sampled = std::min(batches, kSampledBatches);
+    std::vector<uint16_t> level(sampled * kBatch);
+    std::vector<uint32_t> by_lower, active;
+    std::vector<std::pair<uint32_t, uint32_t>> after;
+    for (size_t k = 0; k < sampled; ++k)
+        levels_of_batch(b, order.data() + batches * k / sampled * kBatch, kBatch, level.data() + k * kBatch,
+                        by_lower, active, after);
+    return !mostly_at_once(level, level.size());
+}
+
 namespace {
 
 template <class Index>
 Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
-                                uint64_t give_up_above, WorkerPool* pool) {
+                                uint64_t give_up_above, WorkerPool* pool, GreedyRecord* record) {
     const size_t n = b.count();
     Placement out;
     out.offset.assign(n, 0);
@@ -290,8 +338,7 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
         // thread is faster: there the pass below runs, which is the same.
         std::vector<uint16_t> level;
         batch_levels(b, order, *pool, level);
-        const size_t at_once = static_cast<size_t>(std::count(level.begin(), level.end(), uint16_t{0}));
-        if (2 * at_once >= level.size()) {
+        if (mostly_at_once(level, level.size())) {
             place_greedy_batched(b, order, fit, index, out, placed, *pool, level, give_up_above);
             return out;
         }
@@ -300,12 +347,26 @@ Placement place_greedy_as_given(const Buffers& b, const std::vector<uint32_t>& o
     // where they would, at a batch's end: the work charged, and so every
     // later choice a budget makes, must not depend on the machine's cores.
     const size_t check_every = in_batches(b) ? kBatch : 1;
+    if (record) record->checks.clear();  // a pass started again with wider offsets
     BasicGapFinder<typename Index::Span> gaps(b);
     for (size_t i = 0; i < order.size(); ++i) {
         const uint32_t x = order[i];
         index.read_ahead([&](size_t k) { return order[i + k]; }, order.size() - 1 - i);
         place_at(b, x, gaps.find(index, out.offset, placed, x, fit, out.work), out, placed, index);
-        if (((i + 1) % check_every == 0 || i + 1 == order.size()) && out.end > give_up_above) {
+        if ((i + 1) % check_every == 0 || i + 1 == order.size()) {
+            if (out.end > give_up_above) {
+                out.abandoned = true;
+                break;
+            }
+            if (record && (record->checks.empty() || out.end > record->checks.back().end)) {
+                record->checks.push_back({out.end, out.work});
+                if (record->give_up_above && out.end > record->give_up_above->load(std::memory_order_relaxed)) {
+                    out.abandoned = true;
+                    break;
+                }
+            }
+        }
+        if (record && record->cancel && record->cancel->load(std::memory_order_relaxed)) {
             out.abandoned = true;
             break;
         }

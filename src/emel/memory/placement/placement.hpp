@@ -3,6 +3,7 @@
 // docs/strategies.md is the specification.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -90,6 +91,30 @@ std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 // keeps cheap passes on one thread; the answer and work never depend on it.
 Placement place_greedy(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                        uint64_t give_up_above = UINT64_MAX, uint64_t expected_work = UINT64_MAX);
+// What a greedy pass run ahead of its turn (auto's side pass, auto_search.cpp)
+// records so that it answers as if it had been given up above any limit: its
+// end and work at every check where the end grew (a pass given up above L
+// stops at the first check whose end passes L).
+struct GreedyRecord {
+    struct Check {
+        uint64_t end, work;
+    };
+    std::vector<Check> checks;
+    // Set by the caller: the pass stops (abandoned) at its next buffer; its
+    // answer is not wanted.
+    const std::atomic<bool>* cancel = nullptr;
+    // Lowered by the caller as it learns the limit it will give the pass
+    // (never below it): the pass is given up at the first check past it.
+    const std::atomic<uint64_t>* give_up_above = nullptr;
+};
+// place_greedy on the calling thread, given up only above
+// `record.give_up_above`, recording its checks.
+Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
+                                GreedyRecord& record);
+// Whether place_greedy in `order` runs on one thread: most buffers of its
+// batches wait on an earlier one (dense traces; judged on a sample of
+// batches), or the pass is too small or has partners to take in batches.
+bool greedy_runs_on_one_thread(const Buffers& b, const std::vector<uint32_t>& order);
 // §3: the online best-fit allocator, the best_fit strategy (online_best_fit.cpp):
 // not greedy's best-fit gap choice (Fit::Best in place_greedy).
 Placement place_online_best_fit(const Buffers& b);
