@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -415,6 +416,13 @@ using SpanSorter = BasicSpanSorter<Span>;
 // highest end seen; best fit takes the fitting gap with the least room, first
 // fit the lowest one; with no fitting gap, on top. `work` is charged for the
 // conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
+// Indexes whose queries can lend a sorted union of spans instead of copying
+// it (StabIndex::collect_lending).
+template <class Index, class = void>
+struct LendsUnions : std::false_type {};
+template <class Index>
+struct LendsUnions<Index, std::void_t<decltype(&Index::collect_lending)>> : std::true_type {};
+
 template <class Span>
 class BasicGapFinder {
   public:
@@ -424,7 +432,13 @@ class BasicGapFinder {
     uint64_t find(const Index& index, const std::vector<uint64_t>& offset,
                   const std::vector<uint8_t>& placed, uint32_t x, Fit fit, uint64_t& work) {
         spans_.clear();
-        if (b_.lower[x] < b_.upper[x]) work += index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
+        const std::vector<Span>* lent = nullptr;  // sorted spans lent by the index, beside spans_
+        if (b_.lower[x] < b_.upper[x]) {
+            if constexpr (LendsUnions<Index>::value)
+                work += index.collect_lending(b_.lower[x], b_.upper[x], spans_, runs_, lent);
+            else
+                work += index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
+        }
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
                 if (placed[q] && !b_.live_together(x, q))
@@ -435,11 +449,16 @@ class BasicGapFinder {
         // earlier sort (k log k below 256 conflicts, linear above), kept so
         // that a budget buys the same passes as before; kWorkUnitsPerMs is
         // what was recalibrated to the faster pass.
-        const uint64_t k = spans_.size();
+        const uint64_t k = spans_.size() + (lent ? lent->size() : 0);
         work += kGreedyUnitsPerStep * (1 + k) +
                 (k >= 256 ? 3 * k : kGreedyUnitsPerStep * k * (64 - __builtin_clzll(k | 1)) / 4);
         Walk walk{b_.alignment[x], b_.size[x], fit};
-        if (b_.size[x] > 0 && k >= kSummariesFrom) {
+        if (lent && !lent->empty()) {
+            // The same spans as if copied, met in the same offset order:
+            // the rest sorted, then both walked in step.
+            sorter_.sort(spans_, b_.size[x] == 0);
+            walk.in_step(spans_.data(), spans_.data() + spans_.size(), lent->data(), lent->data() + lent->size());
+        } else if (b_.size[x] > 0 && k >= kSummariesFrom) {
             walk_summaries(spans_.data(), spans_.data() + k, walk, 0);
         } else {
             // A zero-size buffer can land between spans that start at one
@@ -469,24 +488,42 @@ class BasicGapFinder {
         bool stopped = false;  // the choice is made: first fit's gap, or one of the buffer's size
 
         void over(const Span* q, const Span* last) {
-            for (; q < last; ++q) {
-                auto aligned = checked_align_up(cursor, alignment);
-                if (aligned && *aligned <= q->offset && size <= q->offset - *aligned) {
-                    const uint64_t gap = q->offset - cursor;
-                    if (gap < best_gap) {
-                        best_gap = gap;
-                        chosen = *aligned;
-                        found = true;
-                        // First fit takes the first; no gap is smaller than
-                        // the buffer, and ties keep the earlier.
-                        if (fit == Fit::First || gap == size) {
-                            stopped = true;
-                            return;
-                        }
+            for (; q < last; ++q)
+                if (meet(*q)) return;
+        }
+        // Two runs of spans, each sorted by offset, met in offset order.
+        void in_step(const Span* p, const Span* p_last, const Span* q, const Span* q_last) {
+            while (p < p_last && q < q_last)
+                if (meet(p->offset <= q->offset ? *p++ : *q++)) return;
+            if (p < p_last) over(p, p_last);
+            else over(q, q_last);
+        }
+        // The gap below span q; true once the choice is made (stopped).
+        bool meet(const Span& q) {
+            // Aligning only raises the cursor: a gap narrower than the
+            // buffer from the cursor (most spans of a dense walk) fits
+            // nothing, and its alignment need not be looked at.
+            if (q.offset < cursor || q.offset - cursor < size) {
+                cursor = std::max<uint64_t>(cursor, q.end);
+                return false;
+            }
+            auto aligned = checked_align_up(cursor, alignment);
+            if (aligned && *aligned <= q.offset && size <= q.offset - *aligned) {
+                const uint64_t gap = q.offset - cursor;
+                if (gap < best_gap) {
+                    best_gap = gap;
+                    chosen = *aligned;
+                    found = true;
+                    // First fit takes the first; no gap is smaller than
+                    // the buffer, and ties keep the earlier.
+                    if (fit == Fit::First || gap == size) {
+                        stopped = true;
+                        return true;
                     }
                 }
-                cursor = std::max<uint64_t>(cursor, q->end);
             }
+            cursor = std::max<uint64_t>(cursor, q.end);
+            return false;
         }
     };
 
