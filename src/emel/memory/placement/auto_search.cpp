@@ -91,8 +91,8 @@ constexpr size_t kSidePassFrom = 16384;
 // places it itself, as before.
 class SidePass {
   public:
-    // `b` and `order` must outlive the side pass; `limit`: the lowest limit
-    // it may be given (later lowered by lower_limit()).
+    // `b` and `order` must outlive the side pass; `limit`: the most the run
+    // will give it up above (the run's limits only fall: lower_limit()).
     SidePass(const Buffers& b, const std::vector<uint32_t>& order, Fit fit, uint64_t limit) : limit_(limit) {
         record_.cancel = &cancel_;
         record_.give_up_above = &limit_;
@@ -115,9 +115,9 @@ class SidePass {
     SidePass(const SidePass&) = delete;
     SidePass& operator=(const SidePass&) = delete;
 
-    // What it is now known that the limit it will be given cannot pass: the
-    // pass is given up at its first check above, as the run would give it up
-    // (that check is recorded; later ones are not needed).
+    // The run will give the pass a limit of at most `limit`: it is given up
+    // at its first check above, as the run would give it up there (that
+    // check is recorded; later ones are not needed).
     void lower_limit(uint64_t limit) { lower_to(limit_, limit); }
 
     // The pass as place_greedy(b, order, fit, limit) gives it (abandoned:
