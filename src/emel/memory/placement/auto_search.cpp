@@ -76,11 +76,6 @@ Placement unless_overflow(Pass&& pass, uint32_t& overflowed) {
     }
 }
 
-// Instances from which greedy by size with best fit runs ahead on a side
-// thread (SidePass) where the passes run on one thread: below, a pass takes
-// milliseconds.
-constexpr size_t kSidePassFrom = 16384;
-
 // A greedy pass run ahead of its turn on a thread of its own, while the run
 // goes on (docs/strategies.md §4, "Side pass"). Where the passes run on one
 // thread (dense traces) the second core is otherwise idle through them. When
@@ -252,7 +247,9 @@ class AutoRun {
     size_t last_window_ = 0;              // buffers in the last window tried
 };
 
-// Instances from which the start's two one-thread passes run side by side.
+// Instances from which one-thread passes run side by side: the start's two,
+// and greedy by size with best fit ahead of its turn (SidePass) where the
+// passes run on one thread. Below, a pass takes milliseconds.
 constexpr size_t kSideBySideFrom = 16384;
 
 // The portfolio's start, in tie-break order: slots, the online best fit and
@@ -288,7 +285,7 @@ void AutoRun::start() {
     // the run takes later unless it proves its answer optimal, runs beside
     // the first pass and what follows (on dense traces of 10^5 buffers each
     // such pass takes seconds).
-    if (b_.count() >= kSidePassFrom && placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_size_))
+    if (b_.count() >= kSideBySideFrom && placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_size_))
         size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never

@@ -410,12 +410,6 @@ class BasicSpanSorter {
 };
 using SpanSorter = BasicSpanSorter<Span>;
 
-// Where greedy placement puts buffer x among the placed buffers of `index`
-// and its placed must_not_alias partners (docs/strategies.md §2): walk the
-// conflicting buffers in offset order (SpanSorter says which ties matter), keeping the
-// highest end seen; best fit takes the fitting gap with the least room, first
-// fit the lowest one; with no fitting gap, on top. `work` is charged for the
-// conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
 // Indexes whose queries can lend a sorted union of spans instead of copying
 // it (StabIndex::collect_lending).
 template <class Index, class = void>
@@ -423,6 +417,12 @@ struct LendsUnions : std::false_type {};
 template <class Index>
 struct LendsUnions<Index, std::void_t<decltype(&Index::collect_lending)>> : std::true_type {};
 
+// Where greedy placement puts buffer x among the placed buffers of `index`
+// and its placed must_not_alias partners (docs/strategies.md §2): walk the
+// conflicting buffers in offset order (SpanSorter says which ties matter), keeping the
+// highest end seen; best fit takes the fitting gap with the least room, first
+// fit the lowest one; with no fitting gap, on top. `work` is charged for the
+// conflicts examined and sorted. Throws PlacementOverflow past 2^64-1.
 template <class Span>
 class BasicGapFinder {
   public:

@@ -336,12 +336,14 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
         for (size_t i = scan_from; i < scan_to; ++i)
             if (placed_row[i] && b.upper[rows[i]] > lo_t) near.push_back(rows[i]);
         const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
-        // What the steps below charge at least (the obstacles, the search's
-        // instance, the conflict lists): past the roll's budget, it is given
-        // up before them. A section of some 16,000 rows all live together
-        // (a near-clique's peak) took seconds for a budget of milliseconds.
+        // What the steps below charge at least: `setup` (the scan, the
+        // obstacles, the search's instance) and the conflict lists (`build`
+        // again, at least). Past the roll's budget, it is given up before
+        // them: a section of some 16,000 rows all live together (a
+        // near-clique's peak) took seconds for a budget of milliseconds.
         const uint64_t build = search_costs(sub).build;
-        if (work + (scan_to - scan_from) + m * near.size() + 2 * build > work_limit) {
+        const uint64_t setup = (scan_to - scan_from) + m * near.size() + build;
+        if (work + setup + build > work_limit) {
             work += scan_to - scan_from;
             over_budget = true;
             return false;
@@ -353,7 +355,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             std::sort(obstacles[j].begin(), obstacles[j].end());  // by offset: first fit and the search walk them so
             work += obstacles[j].size() * (64 - static_cast<uint64_t>(__builtin_clzll(obstacles[j].size() | 1)));
         }
-        work += (scan_to - scan_from) + m * near.size() + build;
+        work += setup;
         // The search's share: half of what is left. Most sections fit by
         // first fit; one that does not is where the roll is won or lost.
         const uint64_t share = (work_limit - std::min(work_limit, work)) / 2;

@@ -124,21 +124,15 @@ class StabIndex {
     }
 
     // Appends byte ranges whose union is that of every placed buffer with
-    // lower < hi and upper > lo; returns the work of the crowds' members
-    // looked at. Safe to call from several threads at once while nothing is
-    // inserted.
-    uint64_t collect(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& runs) const {
-        const std::vector<Span>* lent = nullptr;
-        return collect_lending(lo, hi, out, runs, lent, false);
-    }
-
-    // collect(), but where `lend` the first crowd's union a query reads whole
-    // is lent (`lent`: sorted, disjoint, no two touching), not copied: a
-    // member of a crowd of 10^5 reads some 10,000 ranges of it, which the
-    // gap search then walks in step with the other spans sorted
-    // (BasicGapFinder::find). Null where none is read whole.
+    // lower < hi and upper > lo, but for the first crowd's union the query
+    // reads whole: that one is lent (`lent`: sorted, disjoint, no two
+    // touching; null where none is read whole), not copied. A member of a
+    // crowd of 10^5 reads some 10,000 ranges of it, which the gap search
+    // walks in step with the other spans sorted (BasicGapFinder::find).
+    // Returns the work of the crowds' members looked at. Safe to call from
+    // several threads at once while nothing is inserted.
     uint64_t collect_lending(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& runs,
-                             const std::vector<Span>*& lent, bool lend = true) const {
+                             const std::vector<Span>*& lent) const {
         lent = nullptr;
         uint64_t steps = 0;
         for (size_t s = 0; s < crowd_.size(); ++s) {
@@ -146,18 +140,12 @@ class StabIndex {
             const Crowd& c = crowd_[s];
             ++steps;
             if (lo <= t && t < hi) {  // every member lives at t, with the query
-                if (lend && !lent) lent = &c.bytes.ranges();
+                if (!lent) lent = &c.bytes.ranges();
                 else out.insert(out.end(), c.bytes.ranges().begin(), c.bytes.ranges().end());
             } else if (hi <= t) {  // members live past t > lo: those begun before hi
-                size_t i = 0;
-                while (i < c.by_lower.size() && c.by_lower[i].time < hi) ++i;
-                steps += i;
-                append_placed(c.by_lower.data(), i, out);
+                steps += append_placed(c.by_lower, out, [hi](uint64_t lower) { return lower < hi; });
             } else {  // t < lo: members live from t < hi: those ending after lo
-                size_t i = 0;
-                while (i < c.by_upper.size() && c.by_upper[i].time > lo) ++i;
-                steps += i;
-                append_placed(c.by_upper.data(), i, out);
+                steps += append_placed(c.by_upper, out, [lo](uint64_t upper) { return upper > lo; });
             }
         }
         return kGreedyUnitsPerStep * steps + rows_.collect(lo, hi, out, runs);
@@ -179,17 +167,20 @@ class StabIndex {
         std::vector<Member> by_lower, by_upper;  // by lower (ascending), by upper (descending)
     };
 
-    // The spans of the placed ones of the first `count` members (no branch
-    // to mispredict: each written, kept when placed).
-    static void append_placed(const Member* first, size_t count, std::vector<Span>& out) {
-        size_t kept = out.size();
-        out.resize(kept + count);
+    // Appends the spans of the placed members of the leading run of
+    // `members` whose time is `in` the query (no branch to mispredict: each
+    // written, kept when placed); returns the members looked at.
+    template <class In>
+    static size_t append_placed(const std::vector<Member>& members, std::vector<Span>& out, In in) {
+        size_t kept = out.size(), i = 0;
+        out.resize(kept + members.size());
         Span* to = out.data();
-        for (size_t i = 0; i < count; ++i) {
-            to[kept] = first[i].span;
-            kept += first[i].span.end != 0;
+        for (; i < members.size() && in(members[i].time); ++i) {
+            to[kept] = members[i].span;
+            kept += members[i].span.end != 0;
         }
         out.resize(kept);
+        return i;
     }
 
     const Buffers& b_;
