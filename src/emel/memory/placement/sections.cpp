@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "emel/memory/placement/canonical_search.hpp"
+#include "emel/memory/placement/placed_index.hpp"
 #include "emel/memory/placement/placement.hpp"
 #include "emel/memory/placement/preorder_race.hpp"
 #include "emel/memory/placement/worker_pool.hpp"
@@ -111,22 +112,32 @@ uint64_t first_fit_around(const Buffers& sub, const std::vector<uint32_t>& order
     const size_t m = sub.count();
     uint64_t end = 0;
     std::vector<uint8_t> placed(m, 0);
-    std::vector<std::pair<uint64_t, uint64_t>> mine;
+    std::vector<Span> mine;
+    SpanSorter sorter;
     out.assign(m, 0);
     for (uint32_t x : order) {
         if (work > work_limit) break;
         // The section's rows placed so far that live with x, by offset; the
         // obstacles are sorted already: first fit walks both in offset order.
+        // Spans of one bottom may come in any order: the offset they raise
+        // x to is the highest of their tops, aligned, in any order (the
+        // bucket sort, not a comparison sort: a section of random long
+        // lifetimes has a thousand or more per row).
         mine.clear();
         for (uint32_t y : conflicts[x])
             if (placed[y]) mine.emplace_back(out[y], out[y] + sub.size[y]);
-        std::sort(mine.begin(), mine.end());
+        sorter.sort(mine, false);
         const auto& fixed = obstacles[x];
         work += kGreedyUnitsPerStep * (1 + conflicts[x].size()) + 2 * fixed.size();
         uint64_t offset = 0;
         for (size_t i = 0, j = 0; i < fixed.size() || j < mine.size();) {
-            const bool from_fixed = j == mine.size() || (i < fixed.size() && fixed[i] < mine[j]);
-            const auto [bottom, top] = from_fixed ? fixed[i++] : mine[j++];
+            uint64_t bottom, top;
+            if (j == mine.size() || (i < fixed.size() && fixed[i].first < mine[j].offset)) {
+                std::tie(bottom, top) = fixed[i++];
+            } else {
+                bottom = mine[j].offset;
+                top = mine[j++].end;
+            }
             if (offset + sub.size[x] <= bottom) break;
             if (top > offset) {
                 auto raised = checked_align_up(top, sub.alignment[x]);
