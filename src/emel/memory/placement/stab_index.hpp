@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -105,7 +106,63 @@ class StabIndex {
                 at_upper_[*x] = static_cast<uint32_t>(by.size());
                 by.push_back(Member{b.upper[*x], Span{0, 0}});
             }
+        for (Crowd& c : crowd_) {
+            c.placed_by_lower.assign(c.by_lower.size() + 1, 0);
+            c.placed_by_upper.assign(c.by_upper.size() + 1, 0);
+        }
     }
+
+    // A crowd's placed members in offset order, each with its places in the
+    // crowd's two orders (CrowdByOffset below), lent to a query that reads
+    // part of the crowd: those whose place in the order `by_upper` names is
+    // below `below`, `count` of them.
+    class CrowdByOffset;
+    struct LentMembers {
+        const CrowdByOffset* members = nullptr;
+        bool by_upper = false;
+        uint32_t below = 0;
+        size_t count = 0;
+    };
+
+    // Placed members by offset: blocks of at most 2 * kBlock, each sorted,
+    // in order. Members of a crowd all live at its instant, so their bytes
+    // never overlap and their offsets differ. A query walks every placed
+    // member in turn and keeps those live with it: one stretch of memory,
+    // in order, where copying its part out and ordering it cost some ten
+    // times more a member (a near-clique of 10^5: its 5,000 short buffers
+    // each read about half the crowd's members, half of a pass).
+    class CrowdByOffset {
+      public:
+        struct Entry {
+            uint64_t offset, end;
+            uint32_t at_lower, at_upper;  // its places in the crowd's two orders
+        };
+        void insert(const Entry& e) {
+            if (blocks_.empty()) {
+                blocks_.emplace_back();
+                first_.push_back(e.offset);
+            }
+            size_t i = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), e.offset) - first_.begin());
+            i -= i > 0;
+            std::vector<Entry>& block = blocks_[i];
+            block.insert(std::upper_bound(block.begin(), block.end(), e.offset,
+                                          [](uint64_t at, const Entry& q) { return at < q.offset; }),
+                         e);
+            first_[i] = block.front().offset;
+            if (block.size() >= 2 * kBlock) {  // split in halves
+                std::vector<Entry> upper(block.begin() + kBlock, block.end());
+                block.resize(kBlock);
+                first_.insert(first_.begin() + static_cast<std::ptrdiff_t>(i) + 1, upper.front().offset);
+                blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(upper));
+            }
+        }
+        const std::vector<std::vector<Entry>>& blocks() const { return blocks_; }
+
+      private:
+        static constexpr size_t kBlock = 256;
+        std::vector<std::vector<Entry>> blocks_;
+        std::vector<uint64_t> first_;  // each block's lowest offset
+    };
 
     template <class Ahead>
     void read_ahead(Ahead ahead, size_t left) const {
@@ -120,21 +177,39 @@ class StabIndex {
         Crowd& c = crowd_[s];
         c.by_lower[at_lower_[x]].span = c.by_upper[at_upper_[x]].span = Span{offset, end};
         c.bytes.add(offset, end);
+        c.by_offset.insert({offset, end, at_lower_[x], at_upper_[x]});
+        count_placed(c.placed_by_lower, at_lower_[x]);
+        count_placed(c.placed_by_upper, at_upper_[x]);
+        ++c.placed;
         return kGreedyUnitsPerStep;
     }
 
     // Appends byte ranges whose union is that of every placed buffer with
-    // lower < hi and upper > lo, but for the first crowd's union the query
-    // reads whole: that one is lent (`lent`: sorted, disjoint, no two
-    // touching; null where none is read whole), not copied. A member of a
-    // crowd of 10^5 reads some 10,000 ranges of it, which the gap search
-    // walks in step with the other spans sorted (BasicGapFinder::find).
-    // Returns the work of the crowds' members looked at. Safe to call from
-    // several threads at once while nothing is inserted.
+    // lower < hi and upper > lo, but for what it lends, never both: the
+    // first crowd's union the query reads whole (`lent`: sorted, disjoint,
+    // no two touching), else the largest part of a crowd it reads in part
+    // (`part_lent`), where walking the crowd's placed members by offset
+    // beats copying that part out (kLendPartFrom). A member of a crowd of 10^5 reads some 10,000
+    // ranges of its union, which the gap search walks in step with the
+    // other spans sorted (BasicGapFinder::find). Returns the work of the
+    // crowds' members looked at (those a copying query reads: the same
+    // either way). Safe to call from several threads at once while nothing
+    // is inserted.
     uint64_t collect_lending(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& runs,
-                             const std::vector<Span>*& lent) const {
+                             const std::vector<Span>*& lent, LentMembers& part_lent) const {
         lent = nullptr;
+        part_lent = LentMembers{};
         uint64_t steps = 0;
+        bool whole = false;  // some crowd lives at an instant of the query: lent whole
+        for (uint64_t t : stabs_.instant) whole = whole || (lo <= t && t < hi);
+        // A part: the leading members of one of the crowd's orders, `ahead` of them, `placed` placed.
+        struct Part {
+            size_t crowd, ahead, placed;
+            bool by_upper;
+        };
+        Part lend{0, 0, 0, false};
+        std::array<Part, kMostStabs> copied;
+        size_t parts = 0;
         for (size_t s = 0; s < crowd_.size(); ++s) {
             const uint64_t t = stabs_.instant[s];
             const Crowd& c = crowd_[s];
@@ -142,12 +217,33 @@ class StabIndex {
             if (lo <= t && t < hi) {  // every member lives at t, with the query
                 if (!lent) lent = &c.bytes.ranges();
                 else out.insert(out.end(), c.bytes.ranges().begin(), c.bytes.ranges().end());
-            } else if (hi <= t) {  // members live past t > lo: those begun before hi
-                steps += append_placed(c.by_lower, out, [hi](uint64_t lower) { return lower < hi; });
-            } else {  // t < lo: members live from t < hi: those ending after lo
-                steps += append_placed(c.by_upper, out, [lo](uint64_t upper) { return upper > lo; });
+                continue;
+            }
+            // hi <= t: members live past t > lo, so those begun before hi;
+            // t < lo: members live from t < hi, so those ending after lo.
+            const bool by_upper = t < lo;
+            const std::vector<Member>& order = by_upper ? c.by_upper : c.by_lower;
+            const auto first_out =
+                by_upper ? std::partition_point(order.begin(), order.end(), [lo](const Member& m) { return m.time > lo; })
+                         : std::partition_point(order.begin(), order.end(), [hi](const Member& m) { return m.time < hi; });
+            const auto ahead = static_cast<size_t>(first_out - order.begin());
+            steps += ahead;
+            const Part part{s, ahead, placed_before(by_upper ? c.placed_by_upper : c.placed_by_lower, ahead), by_upper};
+            if (!whole && part.placed >= kLendPartFrom && part.placed * kLendPartShare >= c.placed &&
+                part.placed > lend.placed) {
+                if (lend.placed > 0) copied[parts++] = lend;
+                lend = part;
+            } else if (part.placed > 0) {
+                copied[parts++] = part;
             }
         }
+        for (size_t k = 0; k < parts; ++k) {
+            const Crowd& c = crowd_[copied[k].crowd];
+            append_placed(copied[k].by_upper ? c.by_upper : c.by_lower, copied[k].ahead, out);
+        }
+        if (lend.placed > 0)
+            part_lent = LentMembers{&crowd_[lend.crowd].by_offset, lend.by_upper,
+                                    static_cast<uint32_t>(lend.ahead), lend.placed};
         return kGreedyUnitsPerStep * steps + rows_.collect(lo, hi, out, runs);
     }
 
@@ -165,22 +261,38 @@ class StabIndex {
     struct Crowd {
         ByteUnion bytes;                       // its placed members' bytes
         std::vector<Member> by_lower, by_upper;  // by lower (ascending), by upper (descending)
+        CrowdByOffset by_offset;               // its placed members
+        // Placed members counted by place in each order (Fenwick trees):
+        // how many of a leading run are placed, in O(log n).
+        std::vector<uint32_t> placed_by_lower, placed_by_upper;
+        size_t placed = 0;
     };
+    // A part is lent where it has at least kLendPartFrom placed members and
+    // at least 1/kLendPartShare of the crowd's: below that, copying it out
+    // costs less than walking every placed member.
+    static constexpr size_t kLendPartFrom = 64;
+    static constexpr size_t kLendPartShare = 8;
 
-    // Appends the spans of the placed members of the leading run of
-    // `members` whose time is `in` the query (no branch to mispredict: each
-    // written, kept when placed); returns the members looked at.
-    template <class In>
-    static size_t append_placed(const std::vector<Member>& members, std::vector<Span>& out, In in) {
-        size_t kept = out.size(), i = 0;
-        out.resize(kept + members.size());
+    static void count_placed(std::vector<uint32_t>& tree, uint32_t at) {
+        for (size_t i = size_t{at} + 1; i < tree.size(); i += i & (~i + 1)) ++tree[i];
+    }
+    static size_t placed_before(const std::vector<uint32_t>& tree, size_t ahead) {
+        size_t count = 0;
+        for (size_t i = ahead; i > 0; i -= i & (~i + 1)) count += tree[i];
+        return count;
+    }
+
+    // Appends the spans of the placed members among the first `ahead` of
+    // `members` (no branch to mispredict: each written, kept when placed).
+    static void append_placed(const std::vector<Member>& members, size_t ahead, std::vector<Span>& out) {
+        size_t kept = out.size();
+        out.resize(kept + ahead);
         Span* to = out.data();
-        for (; i < members.size() && in(members[i].time); ++i) {
+        for (size_t i = 0; i < ahead; ++i) {
             to[kept] = members[i].span;
             kept += members[i].span.end != 0;
         }
         out.resize(kept);
-        return i;
     }
 
     const Buffers& b_;
