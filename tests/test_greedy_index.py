@@ -214,9 +214,11 @@ def test_stab_index_charges_the_crowd_not_every_conflict():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_short_buffers_read_part_of_a_crowd_in_offset_order(seed):
     """A near-clique: a short buffer before (or after) the crowd's instant lives with the members
-    begun before its end (ended after its start), about half of them. Where that part is large it
-    is not copied out but read in place, every placed member walked by offset and kept when in
-    the part (StabIndex::collect_lending): the spec's offsets, with either fit, alignment 16."""
+    begun before its end (ended after its start), about half of them, and a member with about
+    half the short buffers. Where that part is large it is not copied out but read in place, every
+    placed member (or row) walked by offset and kept when live with the query
+    (StabIndex::collect_lending): the spec's offsets, with either fit, alignment 16. (A row kept
+    one step too long fails it and five other tests.)"""
     lower, upper, size = synthetic_traces.generate("near_clique", 3000, seed=seed)
     for fit in ("best", "first"):
         got = mm.place(lower, upper, size, "greedy_by_size", 16, fit=fit)

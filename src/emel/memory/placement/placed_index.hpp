@@ -158,6 +158,17 @@ class BasicPlacedIndex {
         return 0;
     }
 
+    // How many rows collect() would look at for [lo, hi), placed or not
+    // (its runs, widened to whole buckets): at least as many as it keeps.
+    size_t candidates(uint64_t lo, uint64_t hi) const {
+        size_t most = 0;
+        for (const Class& cls : classes_) {
+            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false), to = bucket_start(cls, hi, true);
+            most += to > from ? to - from : 0;
+        }
+        return most;
+    }
+
   private:
     static constexpr uint32_t kNotLive = UINT32_MAX;
     static constexpr size_t kRowsPerBucket = 2;
@@ -446,11 +457,14 @@ class BasicGapFinder {
         spans_.clear();
         const std::vector<Span>* lent = nullptr;  // sorted spans lent by the index, beside spans_
         typename LentPartOf<Index>::type part{};  // or part of a crowd, lent (never both)
+        size_t sorted_from = 0, sorted_to = 0;    // spans_ is sorted in [sorted_from, sorted_to)
         if (b_.lower[x] < b_.upper[x]) {
-            if constexpr (LendsUnions<Index>::value)
-                work += index.collect_lending(b_.lower[x], b_.upper[x], spans_, runs_, lent, part);
-            else
+            if constexpr (LendsUnions<Index>::value) {
+                work += index.collect_lending(b_.lower[x], b_.upper[x], spans_, runs_, lent, part, sorted_from);
+                sorted_to = spans_.size();
+            } else {
                 work += index.collect(b_.lower[x], b_.upper[x], spans_, runs_);
+            }
         }
         if (b_.has_partners())
             for (uint32_t q : b_.partners[x])
@@ -469,13 +483,15 @@ class BasicGapFinder {
         if (lent && !lent->empty()) {
             // The same spans as if copied, met in the same offset order:
             // the rest sorted, then both walked in step.
-            sorter_.sort(spans_, b_.size[x] == 0);
+            sort_spans(sorted_from, sorted_to, b_.size[x] == 0);
             walk.in_step(spans_.data(), spans_.data() + spans_.size(), lent->data(), lent->data() + lent->size());
         } else if (part.count > 0) {
             if constexpr (LendsUnions<Index>::value) {
-                sorter_.sort(spans_, b_.size[x] == 0);
+                sort_spans(sorted_from, sorted_to, b_.size[x] == 0);
                 walk_in_step_with_part(walk, part);
             }
+        } else if (sorted_from == 0 && sorted_to == spans_.size() && b_.size[x] > 0) {
+            walk.over(spans_.data(), spans_.data() + k);  // in order already (collect_lending)
         } else if (b_.size[x] > 0 && k >= kSummariesFrom) {
             walk_summaries(spans_.data(), spans_.data() + k, walk, 0);
         } else {
@@ -544,6 +560,23 @@ class BasicGapFinder {
             return false;
         }
     };
+
+    // spans_ in offset order, of which [sorted_from, sorted_to) is already:
+    // the rest sorted and merged with it (spans of one offset may meet in
+    // any order, but for a zero-size buffer: sorted whole).
+    void sort_spans(size_t sorted_from, size_t sorted_to, bool zero_size) {
+        if (sorted_from == sorted_to || sorted_to != spans_.size() || zero_size) {
+            sorter_.sort(spans_, zero_size);
+            return;
+        }
+        if (sorted_from == 0) return;
+        head_.assign(spans_.begin(), spans_.begin() + static_cast<std::ptrdiff_t>(sorted_from));
+        sorter_.sort(head_, false);
+        merged_.resize(spans_.size());
+        std::merge(head_.begin(), head_.end(), spans_.begin() + static_cast<std::ptrdiff_t>(sorted_from),
+                   spans_.end(), merged_.begin(), [](const Span& p, const Span& q) { return p.offset < q.offset; });
+        spans_.swap(merged_);
+    }
 
     // spans_ (sorted) in step with a lent part of a crowd: its placed
     // members by offset, those whose place in the lent order is below
@@ -680,6 +713,7 @@ class BasicGapFinder {
     BasicSpanSorter<Span> sorter_;
     Level levels_[kSummaryDepth];
     std::vector<uint32_t> picked_;  // walk_in_step_with_part()'s members of one block
+    std::vector<Span> head_, merged_;  // sort_spans()'s unsorted head and the merge
 };
 using GapFinder = BasicGapFinder<Span>;
 

@@ -85,6 +85,45 @@ struct Stabs {
     bool crowded() const { return !instant.empty() && 4 * members >= 3 * live; }
 };
 
+// Placed buffers by offset: blocks of at most 2 * kBlock, each sorted, in
+// order. A query walks every one in turn and keeps those live with it: one
+// stretch of memory, in order, where copying the ones it keeps out of an
+// index and ordering them costs some ten times more a buffer (a near-clique
+// of 10^5: its 5,000 short buffers each live with about half the crowd, and
+// each of its members with about half the short buffers: most of a pass).
+template <class Entry>
+class ByOffset {
+  public:
+    void insert(const Entry& e) {
+        if (blocks_.empty()) {
+            blocks_.emplace_back();
+            first_.push_back(e.offset);
+        }
+        size_t i = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), e.offset) - first_.begin());
+        i -= i > 0;
+        std::vector<Entry>& block = blocks_[i];
+        block.insert(std::upper_bound(block.begin(), block.end(), e.offset,
+                                      [](uint64_t at, const Entry& q) { return at < q.offset; }),
+                     e);
+        first_[i] = block.front().offset;
+        if (block.size() >= 2 * kBlock) {  // split in halves
+            std::vector<Entry> upper(block.begin() + kBlock, block.end());
+            block.resize(kBlock);
+            first_.insert(first_.begin() + static_cast<std::ptrdiff_t>(i) + 1, upper.front().offset);
+            blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(upper));
+        }
+        ++count_;
+    }
+    const std::vector<std::vector<Entry>>& blocks() const { return blocks_; }
+    size_t size() const { return count_; }
+
+  private:
+    static constexpr size_t kBlock = 256;
+    std::vector<std::vector<Entry>> blocks_;
+    std::vector<uint64_t> first_;  // each block's lowest offset
+    size_t count_ = 0;
+};
+
 class StabIndex {
   public:
     using Span = BasicSpan<uint64_t>;
@@ -113,55 +152,19 @@ class StabIndex {
     }
 
     // A crowd's placed members in offset order, each with its places in the
-    // crowd's two orders (CrowdByOffset below), lent to a query that reads
+    // crowd's two orders, lent to a query that reads
     // part of the crowd: those whose place in the order `by_upper` names is
     // below `below`, `count` of them.
-    class CrowdByOffset;
+    struct MemberEntry {
+        uint64_t offset, end;
+        uint32_t at_lower, at_upper;  // its places in the crowd's two orders
+    };
+    using CrowdByOffset = ByOffset<MemberEntry>;
     struct LentMembers {
         const CrowdByOffset* members = nullptr;
         bool by_upper = false;
         uint32_t below = 0;
         size_t count = 0;
-    };
-
-    // Placed members by offset: blocks of at most 2 * kBlock, each sorted,
-    // in order. Members of a crowd all live at its instant, so their bytes
-    // never overlap and their offsets differ. A query walks every placed
-    // member in turn and keeps those live with it: one stretch of memory,
-    // in order, where copying its part out and ordering it cost some ten
-    // times more a member (a near-clique of 10^5: its 5,000 short buffers
-    // each read about half the crowd's members, half of a pass).
-    class CrowdByOffset {
-      public:
-        struct Entry {
-            uint64_t offset, end;
-            uint32_t at_lower, at_upper;  // its places in the crowd's two orders
-        };
-        void insert(const Entry& e) {
-            if (blocks_.empty()) {
-                blocks_.emplace_back();
-                first_.push_back(e.offset);
-            }
-            size_t i = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), e.offset) - first_.begin());
-            i -= i > 0;
-            std::vector<Entry>& block = blocks_[i];
-            block.insert(std::upper_bound(block.begin(), block.end(), e.offset,
-                                          [](uint64_t at, const Entry& q) { return at < q.offset; }),
-                         e);
-            first_[i] = block.front().offset;
-            if (block.size() >= 2 * kBlock) {  // split in halves
-                std::vector<Entry> upper(block.begin() + kBlock, block.end());
-                block.resize(kBlock);
-                first_.insert(first_.begin() + static_cast<std::ptrdiff_t>(i) + 1, upper.front().offset);
-                blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(upper));
-            }
-        }
-        const std::vector<std::vector<Entry>>& blocks() const { return blocks_; }
-
-      private:
-        static constexpr size_t kBlock = 256;
-        std::vector<std::vector<Entry>> blocks_;
-        std::vector<uint64_t> first_;  // each block's lowest offset
     };
 
     template <class Ahead>
@@ -172,7 +175,12 @@ class StabIndex {
     // Returns the work of the upkeep: a step per union added to.
     uint64_t insert(uint32_t x, uint64_t offset) {
         const uint32_t s = stabs_.stab_of[x];
-        if (s == Stabs::kNoStab) return rows_.insert(x, offset);
+        if (s == Stabs::kNoStab) {
+            const uint64_t upkeep = rows_.insert(x, offset);
+            if (b_.lower[x] < b_.upper[x])
+                rows_by_offset_.insert({offset, offset + b_.size[x], b_.lower[x], b_.upper[x]});
+            return upkeep;
+        }
         const uint64_t end = offset + b_.size[x];  // no wrap: GapFinder::find() checked it
         Crowd& c = crowd_[s];
         c.by_lower[at_lower_[x]].span = c.by_upper[at_upper_[x]].span = Span{offset, end};
@@ -180,7 +188,6 @@ class StabIndex {
         c.by_offset.insert({offset, end, at_lower_[x], at_upper_[x]});
         count_placed(c.placed_by_lower, at_lower_[x]);
         count_placed(c.placed_by_upper, at_upper_[x]);
-        ++c.placed;
         return kGreedyUnitsPerStep;
     }
 
@@ -196,7 +203,7 @@ class StabIndex {
     // either way). Safe to call from several threads at once while nothing
     // is inserted.
     uint64_t collect_lending(uint64_t lo, uint64_t hi, std::vector<Span>& out, Runs& runs,
-                             const std::vector<Span>*& lent, LentMembers& part_lent) const {
+                             const std::vector<Span>*& lent, LentMembers& part_lent, size_t& sorted_from) const {
         lent = nullptr;
         part_lent = LentMembers{};
         uint64_t steps = 0;
@@ -229,7 +236,7 @@ class StabIndex {
             const auto ahead = static_cast<size_t>(first_out - order.begin());
             steps += ahead;
             const Part part{s, ahead, placed_before(by_upper ? c.placed_by_upper : c.placed_by_lower, ahead), by_upper};
-            if (!whole && part.placed >= kLendPartFrom && part.placed * kLendPartShare >= c.placed &&
+            if (!whole && part.placed >= kLendPartFrom && part.placed * kLendPartShare >= c.by_offset.size() &&
                 part.placed > lend.placed) {
                 if (lend.placed > 0) copied[parts++] = lend;
                 lend = part;
@@ -244,7 +251,27 @@ class StabIndex {
         if (lend.placed > 0)
             part_lent = LentMembers{&crowd_[lend.crowd].by_offset, lend.by_upper,
                                     static_cast<uint32_t>(lend.ahead), lend.placed};
-        return kGreedyUnitsPerStep * steps + rows_.collect(lo, hi, out, runs);
+        // The rows last: where the query lives with most of the placed rows
+        // (a crowd member, live over half the trace, on a near-clique), all
+        // of them walked by offset and kept when live with it, which leaves
+        // them in order (`sorted_from`: out is sorted from there on); else
+        // through the rows' time index, in no order.
+        if (rows_by_offset_.size() > kRowsWalkedShare * rows_.candidates(lo, hi)) {
+            const uint64_t rows_work = rows_.collect(lo, hi, out, runs);
+            sorted_from = out.size();  // nothing in order
+            return kGreedyUnitsPerStep * steps + rows_work;
+        }
+        sorted_from = out.size();
+        size_t kept = out.size();
+        out.resize(kept + rows_by_offset_.size());
+        Span* to = out.data();
+        for (const auto& block : rows_by_offset_.blocks())
+            for (const RowEntry& e : block) {
+                to[kept] = Span{e.offset, e.end};
+                kept += (e.lower < hi) & (e.upper > lo);
+            }
+        out.resize(kept);
+        return kGreedyUnitsPerStep * steps;
     }
 
   private:
@@ -265,7 +292,6 @@ class StabIndex {
         // Placed members counted by place in each order (Fenwick trees):
         // how many of a leading run are placed, in O(log n).
         std::vector<uint32_t> placed_by_lower, placed_by_upper;
-        size_t placed = 0;
     };
     // A part is lent where it has at least kLendPartFrom placed members and
     // at least 1/kLendPartShare of the crowd's: below that, copying it out
@@ -298,6 +324,14 @@ class StabIndex {
     const Buffers& b_;
     Stabs stabs_;
     PlacedIndex rows_;  // every live buffer's row; only the unstabbed are inserted
+    // The placed rows by offset, walked where a query lives with most of
+    // them: where the rows' time index offers no more than kRowsWalkedShare
+    // times fewer candidates than there are placed rows.
+    struct RowEntry {
+        uint64_t offset, end, lower, upper;
+    };
+    ByOffset<RowEntry> rows_by_offset_;
+    static constexpr size_t kRowsWalkedShare = 4;
     std::vector<Crowd> crowd_;
     std::vector<uint32_t> at_lower_, at_upper_;  // a member's place in its crowd's orders
 };
