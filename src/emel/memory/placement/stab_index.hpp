@@ -148,6 +148,10 @@ class StabIndex {
         for (Crowd& c : crowd_) {
             c.placed_by_lower.assign(c.by_lower.size() + 1, 0);
             c.placed_by_upper.assign(c.by_upper.size() + 1, 0);
+            // Its zone: from its earliest lower to its latest upper (by_upper
+            // is descending).
+            c.zone_lo = c.by_lower.front().time;
+            c.zone_hi = c.by_upper.front().time;
         }
     }
 
@@ -160,6 +164,9 @@ class StabIndex {
         uint32_t at_lower, at_upper;  // its places in the crowd's two orders
     };
     using CrowdByOffset = ByOffset<MemberEntry>;
+    struct RowEntry {
+        uint64_t offset, end, lower, upper;
+    };
     struct LentMembers {
         const CrowdByOffset* members = nullptr;
         bool by_upper = false;
@@ -178,7 +185,9 @@ class StabIndex {
         if (s == Stabs::kNoStab) {
             const uint64_t upkeep = rows_.insert(x, offset);
             if (b_.lower[x] < b_.upper[x])
-                rows_by_offset_.insert({offset, offset + b_.size[x], b_.lower[x], b_.upper[x]});
+                for (Crowd& c : crowd_)
+                    if (b_.lower[x] < c.zone_hi && b_.upper[x] > c.zone_lo)
+                        c.rows.insert({offset, offset + b_.size[x], b_.lower[x], b_.upper[x]});
             return upkeep;
         }
         const uint64_t end = offset + b_.size[x];  // no wrap: GapFinder::find() checked it
@@ -251,21 +260,25 @@ class StabIndex {
         if (lend.placed > 0)
             part_lent = LentMembers{&crowd_[lend.crowd].by_offset, lend.by_upper,
                                     static_cast<uint32_t>(lend.ahead), lend.placed};
-        // The rows last: where the query lives with most of the placed rows
-        // (a crowd member, live over half the trace, on a near-clique), all
-        // of them walked by offset and kept when live with it, which leaves
-        // them in order (`sorted_from`: out is sorted from there on); else
-        // through the rows' time index, in no order.
-        if (rows_by_offset_.size() > kRowsWalkedShare * rows_.candidates(lo, hi)) {
+        // The rows last: where the query lives within a crowd's zone and
+        // with a good share of the zone's placed rows (a crowd member, live
+        // over half a near-clique), all of those walked by offset and kept
+        // when live with it, which leaves them in order (`sorted_from`: out
+        // is sorted from there on); else through the rows' time index, in
+        // no order.
+        const ByOffset<RowEntry>* rows = nullptr;  // the fewest placed rows of a zone holding the query
+        for (const Crowd& c : crowd_)
+            if (c.zone_lo <= lo && hi <= c.zone_hi && (!rows || c.rows.size() < rows->size())) rows = &c.rows;
+        if (!rows || rows->size() > kRowsWalkedShare * rows_.candidates(lo, hi)) {
             const uint64_t rows_work = rows_.collect(lo, hi, out, runs);
             sorted_from = out.size();  // nothing in order
             return kGreedyUnitsPerStep * steps + rows_work;
         }
         sorted_from = out.size();
         size_t kept = out.size();
-        out.resize(kept + rows_by_offset_.size());
+        out.resize(kept + rows->size());
         Span* to = out.data();
-        for (const auto& block : rows_by_offset_.blocks())
+        for (const auto& block : rows->blocks())
             for (const RowEntry& e : block) {
                 to[kept] = Span{e.offset, e.end};
                 kept += (e.lower < hi) & (e.upper > lo);
@@ -292,6 +305,11 @@ class StabIndex {
         // Placed members counted by place in each order (Fenwick trees):
         // how many of a leading run are placed, in O(log n).
         std::vector<uint32_t> placed_by_lower, placed_by_upper;
+        // Its zone, [its earliest lower, its latest upper), and the placed
+        // rows live in it by offset: every row a query within the zone
+        // lives with is one of them.
+        uint64_t zone_lo = 0, zone_hi = 0;
+        ByOffset<RowEntry> rows;
     };
     // A part is lent where it has at least kLendPartFrom placed members and
     // at least 1/kLendPartShare of the crowd's: below that, copying it out
@@ -324,13 +342,9 @@ class StabIndex {
     const Buffers& b_;
     Stabs stabs_;
     PlacedIndex rows_;  // every live buffer's row; only the unstabbed are inserted
-    // The placed rows by offset, walked where a query lives with most of
-    // them: where the rows' time index offers no more than kRowsWalkedShare
-    // times fewer candidates than there are placed rows.
-    struct RowEntry {
-        uint64_t offset, end, lower, upper;
-    };
-    ByOffset<RowEntry> rows_by_offset_;
+    // A crowd's placed rows by offset (Crowd::rows) are walked where a
+    // query lives within its zone and the rows' time index offers no more
+    // than kRowsWalkedShare times fewer candidates than there are of them.
     static constexpr size_t kRowsWalkedShare = 4;
     std::vector<Crowd> crowd_;
     std::vector<uint32_t> at_lower_, at_upper_;  // a member's place in its crowd's orders
