@@ -155,18 +155,19 @@ class StabIndex {
         }
     }
 
-    // A crowd's placed members in offset order, each with its places in the
-    // crowd's two orders, lent to a query that reads
-    // part of the crowd: those whose place in the order `by_upper` names is
-    // below `below`, `count` of them.
+    // A crowd's placed members in offset order (Crowd::by_offset), each with
+    // its places in the crowd's two orders; and a zone's placed rows
+    // (Crowd::rows), each with its times.
     struct MemberEntry {
         uint64_t offset, end;
-        uint32_t at_lower, at_upper;  // its places in the crowd's two orders
+        uint32_t at_lower, at_upper;
     };
     using CrowdByOffset = ByOffset<MemberEntry>;
     struct RowEntry {
         uint64_t offset, end, lower, upper;
     };
+    // A part of a crowd lent to a query: the members whose place in the
+    // order `by_upper` names is below `below`, `count` of them placed.
     struct LentMembers {
         const CrowdByOffset* members = nullptr;
         bool by_upper = false;
@@ -205,9 +206,9 @@ class StabIndex {
     // first crowd's union the query reads whole (`lent`: sorted, disjoint,
     // no two touching), else the largest part of a crowd it reads in part
     // (`part_lent`), where walking the crowd's placed members by offset
-    // beats copying that part out (kLendPartFrom). A member of a crowd of 10^5 reads some 10,000
-    // ranges of its union, which the gap search walks in step with the
-    // other spans sorted (BasicGapFinder::find). Returns the work of the
+    // beats copying that part out (kLendPartFrom). A member of a crowd of
+    // 10^5 reads some 10,000 ranges of its union, which the gap search walks
+    // in step with the other spans sorted (BasicGapFinder::find). Returns the work of the
     // crowds' members looked at (those a copying query reads: the same
     // either way). Safe to call from several threads at once while nothing
     // is inserted.
@@ -218,7 +219,7 @@ class StabIndex {
         uint64_t steps = 0;
         bool whole = false;  // some crowd lives at an instant of the query: lent whole
         for (uint64_t t : stabs_.instant) whole = whole || (lo <= t && t < hi);
-        // A part: the leading members of one of the crowd's orders, `ahead` of them, `placed` placed.
+        // A part: the first `ahead` members of one of a crowd's orders, `placed` of them placed.
         struct Part {
             size_t crowd, ahead, placed;
             bool by_upper;
@@ -239,12 +240,12 @@ class StabIndex {
             // t < lo: members live from t < hi, so those ending after lo.
             const bool by_upper = t < lo;
             const std::vector<Member>& order = by_upper ? c.by_upper : c.by_lower;
-            const auto first_out =
-                by_upper ? std::partition_point(order.begin(), order.end(), [lo](const Member& m) { return m.time > lo; })
-                         : std::partition_point(order.begin(), order.end(), [hi](const Member& m) { return m.time < hi; });
-            const auto ahead = static_cast<size_t>(first_out - order.begin());
+            const auto in = [by_upper, lo, hi](const Member& m) { return by_upper ? m.time > lo : m.time < hi; };
+            const auto ahead =
+                static_cast<size_t>(std::partition_point(order.begin(), order.end(), in) - order.begin());
             steps += ahead;
-            const Part part{s, ahead, placed_before(by_upper ? c.placed_by_upper : c.placed_by_lower, ahead), by_upper};
+            const size_t placed = placed_before(by_upper ? c.placed_by_upper : c.placed_by_lower, ahead);
+            const Part part{s, ahead, placed, by_upper};
             if (!whole && part.placed >= kLendPartFrom && part.placed * kLendPartShare >= c.by_offset.size() &&
                 part.placed > lend.placed) {
                 if (lend.placed > 0) copied[parts++] = lend;
