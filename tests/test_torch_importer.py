@@ -367,6 +367,33 @@ def test_an_input_object_that_cannot_be_copied_is_used_as_it_is():
     assert {t["id"]: t["role"] for t in g.tensors}["cache.layers.0.keys"] == "input"
 
 
+def test_tensors_an_output_object_holds_in_slots_are_outputs():
+    """A returned object that is not a pytree is read through its attributes, its
+    ``__slots__`` as well as its ``__dict__`` (as input objects are): the tensors it holds
+    are outputs, live to the end of the plan."""
+    class SlottedCache:
+        __slots__ = ("keys", "length")
+
+        def __init__(self, keys, length):
+            self.keys, self.length = keys, length
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.proj(x)
+            return h.sum(0), SlottedCache(h * 2, 1)
+
+    g = mm.from_torch(Decoder(), (torch.randn(3, 8),))
+    assert len(g.outputs) == 2                               # the sum, and the cache's keys
+    keys = g.outputs[1]
+    assert {t["id"]: t for t in g.tensors}[keys]["shape"] == [3, 8]
+    p = mm.plan(g)
+    assert p.tensors[keys].death == p.steps - 1
+
+
 def test_constants_and_dict_outputs():
     class WithConstant(nn.Module):
         def __init__(self):

@@ -83,19 +83,21 @@ def _default_loss(outputs):
 
 def _tensor_leaves(value, torch, depth: int = 0, seen: set | None = None) -> list:
     """Every tensor a model hands back, in order: pytrees, and objects that are not
-    pytrees (a Hugging Face ``DynamicCache``) through their attributes, so the
-    returned key/value caches count as outputs."""
+    pytrees (a Hugging Face ``DynamicCache``) through their attributes (``__dict__``
+    and ``__slots__``, as :func:`_held_tensors` reads inputs), so the returned
+    key/value caches count as outputs."""
     from torch.utils import _pytree as pytree
     seen = set() if seen is None else seen
     out = []
     for leaf in pytree.tree_leaves(value):
         if isinstance(leaf, torch.Tensor):
             out.append(leaf)
-        elif depth < 4 and hasattr(leaf, "__dict__") and id(leaf) not in seen \
-                and not isinstance(leaf, (torch.nn.Module, type)):
-            seen.add(id(leaf))
-            out.extend(_tensor_leaves([v for k, v in sorted(vars(leaf).items())
-                                       if not k.startswith("__")], torch, depth + 1, seen))
+        elif depth < 4 and id(leaf) not in seen and not isinstance(leaf, (torch.nn.Module, type)):
+            attrs = _attributes(leaf)
+            if attrs:
+                seen.add(id(leaf))
+                out.extend(_tensor_leaves([v for k, v in sorted(attrs.items()) if not k.startswith("__")],
+                                          torch, depth + 1, seen))
     return out
 
 
