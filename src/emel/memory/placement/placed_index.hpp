@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "emel/memory/core/checked_math.hpp"
@@ -129,7 +130,7 @@ class BasicPlacedIndex {
         size_t most = 0;
         for (size_t c = 0; c < classes_.size(); ++c) {
             const Class& cls = classes_[c];
-            run[c] = {bucket_start(cls, earliest_lower(cls, lo), false), bucket_start(cls, hi, true)};
+            run[c] = run_of(cls, lo, hi);
             if (run[c].first < run[c].second) {
                 __builtin_prefetch(&row_[run[c].first]);
                 most += run[c].second - run[c].first;
@@ -163,7 +164,7 @@ class BasicPlacedIndex {
     size_t candidates(uint64_t lo, uint64_t hi) const {
         size_t most = 0;
         for (const Class& cls : classes_) {
-            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false), to = bucket_start(cls, hi, true);
+            const auto [from, to] = run_of(cls, lo, hi);
             most += to > from ? to - from : 0;
         }
         return most;
@@ -259,14 +260,21 @@ class BasicPlacedIndex {
         const uint64_t lo = b_.lower[x], hi = b_.upper[x];
         if (lo >= hi) return;
         for (const Class& cls : classes_) {
-            const size_t from = bucket_start(cls, earliest_lower(cls, lo), false);
-            const size_t to = std::min(bucket_start(cls, hi, true), from + kPrefetchRows);
+            const auto [from, run_end] = run_of(cls, lo, hi);
+            const size_t to = std::min(run_end, from + kPrefetchRows);
             if (from >= to) continue;
             const char* line = reinterpret_cast<const char*>(&row_[from]);
             const char* last = reinterpret_cast<const char*>(&row_[to]);
             for (; line < last; line += 64) __builtin_prefetch(line);
             __builtin_prefetch(&placed_[from / 64]);
         }
+    }
+
+    // The sorted positions of `cls` a query of [lo, hi) looks at: from a
+    // bucket at or before the first row that can be live after `lo`, to one
+    // at or after the last that starts before `hi`.
+    std::pair<size_t, size_t> run_of(const Class& cls, uint64_t lo, uint64_t hi) const {
+        return {bucket_start(cls, earliest_lower(cls, lo), false), bucket_start(cls, hi, true)};
     }
 
     // The lowest `lower` a row of `cls` live after `lo` can have.

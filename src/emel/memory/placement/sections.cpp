@@ -322,7 +322,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
     for (size_t k = first; k-- > 0;) order.push_back(k);
 
     std::vector<uint8_t> placed_row(n, 0);  // by position in `rows`
-    bool over_budget = false;               // an attempt ran past the budget: the roll is given up
+    bool over_budget = false;  // an attempt ran past the budget (or the search's pairs): the roll is given up
     // One attempt at the rows `at` (positions, ascending) around the placed
     // rows that live with them; `cut_from`/`cut_to`: the window their
     // lifetimes are cut to (the first section's; else none). Offsets into
@@ -348,18 +348,17 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             if (placed_row[i] && b.upper[rows[i]] > lo_t) near.push_back(rows[i]);
         const Buffers sub = cut_to_window(b, members, cut_from, cut_to);
         // What the steps below charge at least: `setup` (the scan, the
-        // obstacles, the search's instance) and the conflict lists (`build`
+        // obstacles, the search's instance) and the conflict lists (`costs.build`
         // again, at least). Past the roll's budget, it is given up before
         // them: a section of some 16,000 rows all live together (a
         // near-clique's peak) took seconds for a budget of milliseconds.
         const SearchCosts costs = search_costs(sub);
-        const uint64_t build = costs.build;
-        const uint64_t setup = (scan_to - scan_from) + m * near.size() + build;
+        const uint64_t setup = (scan_to - scan_from) + m * near.size() + costs.build;
         // Nor past the pairs the exact search holds (kSearchMaxConflicts):
         // the conflict lists of a section of 16,000 rows all live together
         // take 1 GB and, built at about half the rate charged, `optimal` at
         // 1,000 ms some 2 s on a near-clique of 17,000 buffers.
-        if (work + setup + build > work_limit || costs.conflict_pairs > kSearchMaxConflicts) {
+        if (work + setup + costs.build > work_limit || costs.conflict_pairs > kSearchMaxConflicts) {
             work += scan_to - scan_from;
             over_budget = true;
             return false;
