@@ -103,6 +103,27 @@ def test_a_crowded_section_is_given_up_within_the_budget():
         assert r["end"] == r["start_end"]  # given up: the start is kept
 
 
+def test_a_component_its_cuts_do_not_split_is_not_rolled():
+    """3,000 rows living up to 400 steps each: about 190 rows live across every instant, so
+    each cut crosses more than half of a section's rows (64 or 256) and the sections would be
+    placed around as many fixed rows as they hold. The roll is not tried there (it won nowhere
+    such, for up to 0.9 s of a default call: docs/strategies.md §5): what the call charges is
+    its sweeps and the component's live-peak pass, whatever the budget. The old roll spent the
+    budget on it (65M units at 50 ms, 463M at 500 ms) for the same answer."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    lower = rng.integers(0, 3000, n)
+    upper = lower + rng.integers(1, 400, n)
+    size = rng.integers(1, 1 << 16, n)
+    args = (lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 0)
+    for section_rows in (64, 256):
+        small, large = (_core._sections(*args, ms, 16, section_rows) for ms in (50, 500))
+        assert small["end"] < small["start_end"]  # the live-peak pass on the component won
+        assert (large["end"], large["work"]) == (small["end"], small["work"])
+        assert small["work"] < 50 * 900_000 // 2
+        assert overlap(lower.tolist(), upper.tolist(), size.tolist(), small["offsets"].tolist()) is None
+
+
 def test_a_section_past_the_pairs_the_search_holds_is_not_rolled():
     """A near-clique of 17,000 buffers: the roll's first section holds the 16,000 rows live at
     its peak, 136M pairs, past the 30M the exact search holds. Their conflict lists alone take

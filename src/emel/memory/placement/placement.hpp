@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -172,8 +173,13 @@ struct SectionSizes {
 };
 // `pass_work`: what a greedy pass over all of `b` is known to cost (0: not
 // known); a component's greedy passes start only where its share holds them.
+// `live_peak_pass`: where given, the caller's greedy pass over all of `b` in
+// live-peak order with best fit, given up above the limit it is called with,
+// which a component of every buffer takes instead of running that pass
+// itself (auto runs it once for both: AutoRun::live_peak_over()).
+using WholePass = std::function<Placement(uint64_t give_up_above)>;
 Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
-                            SectionSizes sizes = {}, uint64_t pass_work = 0);
+                            SectionSizes sizes = {}, uint64_t pass_work = 0, const WholePass& live_peak_pass = {});
 
 // §5, "Full packings" (full_packing.cpp): on instances whose every instant
 // holds exactly the peak of live bytes or nothing (cut from a full

@@ -52,6 +52,10 @@ namespace {
 // sections of 512-1,024 rows, which first fit places at once and the search
 // settles in a fraction of a millisecond when it must.
 
+// The roll is not tried where its cuts cross, on average, at least
+// 1/kRollCrossingShare of a section's rows (roll_through).
+constexpr uint64_t kRollCrossingShare = 2;
+
 // The searched rows in order of start (ties: row), cut into components at
 // every instant no row spans: [begin, end) index ranges into `by_start`.
 struct Components {
@@ -297,6 +301,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
     // `section_rows` (ties: the later).
     std::vector<size_t> cuts{0};
     section_rows = std::max<size_t>(section_rows, 2);
+    uint64_t crossed = 0;  // rows across the cuts, summed
     while (n - cuts.back() > section_rows) {
         const size_t from = cuts.back() + section_rows / 2, to = cuts.back() + section_rows;
         size_t best = SIZE_MAX, fewest = SIZE_MAX;
@@ -309,11 +314,22 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
             }
         }
         work += 2 * (to - from);
-        if (best == SIZE_MAX) best = to;  // one instant holds them all: cut inside it (still valid)
+        if (best == SIZE_MAX) {  // one instant holds them all: cut inside it (still valid)
+            best = to;
+            fewest = section_rows;
+        }
+        crossed += fewest;
         cuts.push_back(best);
     }
     cuts.push_back(n);
     const size_t sections = cuts.size() - 1;
+    // Where the cuts cross, on average, half a section's rows or more, the
+    // component does not fall apart in time: each section is placed around
+    // about as many fixed rows as it holds, and the roll has won nowhere
+    // (random lifetimes up to 2,000 steps, about 950 rows across each cut of
+    // 1,024-row sections; S_1, 1,400; pangu_2.6B, 630), for up to 0.9 s of
+    // a default call that goes uncounted (docs/strategies.md §5).
+    if (sections > 1 && crossed * kRollCrossingShare >= (sections - 1) * section_rows) return UINT64_MAX;
     const uint64_t peak_at = peak_instant(b, rows, work);
     size_t first = 0;
     while (first + 1 < sections && starts[cuts[first + 1]] <= peak_at) ++first;
@@ -544,7 +560,7 @@ uint64_t solve_component(const Buffers& b, const std::vector<uint32_t>& rows, co
 }  // namespace
 
 Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
-                            SectionSizes sizes, uint64_t pass_work) {
+                            SectionSizes sizes, uint64_t pass_work, const WholePass& live_peak_pass) {
     Placement out;
     out.abandoned = true;
     if (b.has_partners() || b.count() == 0) return out;  // partners may tie any two times together
@@ -598,10 +614,15 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
                     // sections' own few steps), then the roll.
                     const Buffers sub = cut_to_window(b, rows, 0, UINT64_MAX);
                     if (greedy_pass_cost(sub, search_costs(sub), b.count(), pass_work, work) <= work_budget) {
-                        const Placement g = place_greedy(sub, order_by_live_peak(sub), Fit::Best, before - 1);
+                        // A component of every buffer: that pass is the
+                        // caller's over the whole instance (the same order,
+                        // ties by rank, and the same answer and work).
+                        const bool whole = live_peak_pass && rows.size() == b.count();
+                        const Placement g = whole ? live_peak_pass(before - 1)
+                                                  : place_greedy(sub, order_by_live_peak(sub), Fit::Best, before - 1);
                         work += g.work + kGreedyUnitsPerStep * 2 * rows.size();
                         if (!g.abandoned && g.end < end) {
-                            mine = g.offset;
+                            for (size_t k = 0; k < rows.size(); ++k) mine[k] = g.offset[whole ? rows[k] : k];
                             end = g.end;
                         }
                     }
