@@ -113,8 +113,9 @@ struct GreedyRecord {
 Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                 GreedyRecord& record);
 // Whether place_greedy in `order` runs on one thread: most buffers of its
-// batches wait on an earlier one (dense traces; judged on a sample of
-// batches), or the pass is too small or has partners to take in batches.
+// batches wait on an earlier one, in levels too narrow for the threads
+// (dense traces; judged on a sample of batches), or the pass is too small
+// or has partners to take in batches.
 bool greedy_runs_on_one_thread(const Buffers& b, const std::vector<uint32_t>& order);
 // §3: the online best-fit allocator, the best_fit strategy (online_best_fit.cpp):
 // not greedy's best-fit gap choice (Fit::Best in place_greedy).
