@@ -283,6 +283,10 @@ for fit in ("best", "first"):
 lower, upper, size = st.generate("uniform_long", 100000, 0)
 record("uniform_long greedy_by_size first", mm.place(lower, upper, size, "greedy_by_size", fit="first"),
        verdicts=False)
+# There auto's live-peak pass runs on one thread: greedy by size with best fit
+# runs beside it from then on (two threads or more), and the default run
+# stalls after its first windows.
+record("uniform_long auto default", mm.place(lower, upper, size), verdicts=False)
 # Dense traces where auto's passes run on one thread: greedy by size with
 # best fit runs ahead on a side thread (two threads or more) and is taken as
 # if run in its turn: given up in the later passes (uniform_long at 2,000
@@ -319,7 +323,7 @@ def test_thread_count_changes_nothing():
     depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 1 + 3 + 1 + 2 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 2 + 12
     assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won
 
 

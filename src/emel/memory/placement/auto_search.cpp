@@ -14,6 +14,10 @@ namespace emel::memory {
 
 namespace {
 
+// Instances from which one-thread passes run side by side: the start's two,
+// and greedy by size with best fit ahead of its turn (SidePass) where the
+// passes run on one thread. Below, a pass takes milliseconds.
+constexpr size_t kSideBySideFrom = 16384;
 // Peak windows are tried on instances of more than this many buffers.
 constexpr size_t kPeakWindowsFrom = 2000;
 // A peak window's search costs at most this many greedy passes.
@@ -236,6 +240,12 @@ class AutoRun {
     Placement live_peak_over(uint64_t limit) {
         if (by_live_peak_.empty()) by_live_peak_ = order_by_live_peak(b_);
         if (!live_peak_ || live_peak_limit_ != limit) {
+            // It runs on one thread (crowded lifetimes follow one another in
+            // this order): greedy by size with best fit, taken later, runs
+            // beside it from here on where it does not run already.
+            if (!size_best_fit_ahead_ && !size_best_fit_ran_ && !by_size_.empty() && b_.count() >= kSideBySideFrom &&
+                placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_live_peak_))
+                size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
             live_peak_ = greedy(by_live_peak_, Fit::Best, limit);
             live_peak_limit_ = limit;
         }
@@ -270,10 +280,6 @@ class AutoRun {
     size_t last_window_ = 0;              // buffers in the last window tried
 };
 
-// Instances from which one-thread passes run side by side: the start's two,
-// and greedy by size with best fit ahead of its turn (SidePass) where the
-// passes run on one thread. Below, a pass takes milliseconds.
-constexpr size_t kSideBySideFrom = 16384;
 
 // The portfolio's start, in tie-break order: slots, the online best fit and
 // the first pass, which sets the policy's budget.
