@@ -282,7 +282,9 @@ def emel_contenders(args) -> list[Contender]:
         def run(inst, _):
             kw = {}
             if searched:
-                kw["time_budget_ms"] = budget_ms or main_budget(args, inst)
+                # "default": no time_budget_ms, the default-budget policy (--auto-default).
+                if budget_ms != "default":
+                    kw["time_budget_ms"] = budget_ms or main_budget(args, inst)
                 kw["capacity"] = inst.capacity
             if strategy == "optimal" and len(inst.size) > args.optimal_max_buffers and inst.group != "workloads":
                 return None, None, "skipped", {"why": f"over {args.optimal_max_buffers} buffers"}
@@ -296,7 +298,9 @@ def emel_contenders(args) -> list[Contender]:
             for s, f, searched in (("greedy_by_size", "best", False), ("greedy_by_size", "first", False),
                                    ("best_fit", "best", False), ("auto", "best", True),
                                    ("optimal", "best", True))] + \
-        [Contender(auto_at(b), "emel", lambda inst: None, make("auto", "best", True, b)) for b in args.auto_budgets]
+        [Contender(auto_at(b), "emel", lambda inst: None, make("auto", "best", True, b)) for b in args.auto_budgets] + \
+        ([Contender("emel auto (default)", "emel", lambda inst: None, make("auto", "best", True, "default"))]
+         if args.auto_default else [])
 
 
 def auto_at(budget_ms: int) -> str:
@@ -578,6 +582,8 @@ def main(argv=None):
     ap.add_argument("--auto-budgets", default="",
                     help="emel auto at these budgets too (ms, e.g. 500,1000,2000), in a table of the "
                          "smallest budget at which auto is no larger and no slower than the best peer")
+    ap.add_argument("--auto-default", action="store_true",
+                    help="emel auto at the default too: no time_budget_ms, the default-budget policy")
     ap.add_argument("--optimal-max-buffers", type=int, default=16384,
                     help="run emel optimal on instances up to this size (strategies.md §5 does not "
                          "search above 16,384 buffers)")

@@ -132,6 +132,19 @@ def test_auto_budgets_are_parsed_and_checked():
         peers.main(["--skip-peers", "--auto-budgets", "0"])
 
 
+def test_auto_default_runs_the_policy(tmp_path):
+    """--auto-default adds emel's default call (no time_budget_ms: the policy) beside the peers,
+    with the answer and work of place() at its defaults (and the instance's capacity)."""
+    mm = pytest.importorskip("emel.memory")
+    import json
+    out = tmp_path / "peers.json"
+    peers.main(["--skip-peers", "--only", "challenging", "--instances", "C", "--auto-default", "--out", str(out)])
+    rows = [r for r in json.loads(out.read_text())["results"] if r["contender"] == "emel auto (default)"]
+    inst = peers.load_instances(["challenging"], ["C"], [], [], 0)[0]
+    p = mm.place(inst.lower, inst.upper, inst.size, capacity=inst.capacity)
+    assert len(rows) == 1 and rows[0]["size"] == p.size and rows[0]["runs"][0]["work"] == p.work
+
+
 def test_settle_rate_poses_each_solver_the_capacity_asked(tmp_path):
     # A stand-in for the MiniMalloc binary that logs its arguments and answers
     # as MiniMalloc does when out of time. bench/settle_rate.py once posed the
