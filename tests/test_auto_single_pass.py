@@ -102,13 +102,24 @@ def test_default_budget_is_the_policy(rows, strategy):
 def test_a_default_run_that_stalls_ends_early():
     """Random lifetimes of up to 2,000 steps, 10^4 buffers: the live-peak pass, the peak window
     and the first window neighbourhoods find nothing below the start, and what is left of the
-    policy's 4,000 ms holds fewer than 16 passes: the run ends there (docs/strategies.md §4),
-    within 0.5% of the 4,000 ms answer, for much less work. An explicit budget is spent."""
+    policy's 4,000 ms holds fewer than 16 passes: the run skips the later passes, tries the wider
+    peak windows and ends (docs/strategies.md §4), within 0.5% of the 4,000 ms answer, for less
+    work. An explicit budget is spent."""
     lower, upper, size = synthetic_traces.generate("uniform_long", 10000, 1)
     default = mm.place(lower, upper, size)
     explicit = mm.place(lower, upper, size, time_budget_ms=4000)
-    assert explicit.work > 3 * 10**9 and default.work < explicit.work // 2, (default.work, explicit.work)
+    assert explicit.work > 3 * 10**9 and default.work < explicit.work * 3 // 4, (default.work, explicit.work)
     assert explicit.size <= default.size <= explicit.size * 1.005
+    # Log-normal sizes, alignment 256: the run stalls, and the wider peak windows it still tries
+    # reach 1.0461 of the bound (ending at the stall left it 0.56% above 4,000 ms's).
+    rng = np.random.default_rng(31)
+    n = 30000
+    lower = rng.integers(0, n, n)
+    upper = lower + rng.integers(1, 2000, n)
+    size = np.minimum(np.exp(rng.normal(10, 2, n)).astype(np.int64) + 1, 1 << 34)
+    default = mm.place(lower, upper, size, alignment=256)
+    explicit = mm.place(lower, upper, size, alignment=256, time_budget_ms=4000)
+    assert default.work < explicit.work and default.size <= explicit.size * 1.005, (default.size, explicit.size)
     # Where the windows gain (random short lifetimes), the policy's run is the 4,000 ms run.
     lower, upper, size = synthetic_traces.generate("uniform", 3000, 1)
     default, explicit = mm.place(lower, upper, size), mm.place(lower, upper, size, time_budget_ms=4000)

@@ -33,7 +33,7 @@ constexpr uint64_t kDefaultBudgetMs = 4000;
 constexpr uint64_t kEasyBudgetMs = 200;  // first answer within 0.5% of the bound
 // Under the policy, a run whose first window neighbourhoods found nothing
 // below its start, with fewer than this many greedy passes' worth left,
-// ends there (AutoRun::end_if_stalled).
+// skips to the wider peak windows and ends there (AutoRun::stalled).
 constexpr uint64_t kStalledPassesLeft = 16;
 // The exact search at the bound, tried first on small instances, spends at
 // most this (and a quarter of the budget): about a millisecond.
@@ -185,7 +185,8 @@ class AutoRun {
     void try_sections();
     void try_full_packing();
     void try_windows(uint64_t share);
-    void end_if_stalled();
+    bool stalled() const;
+    void end_here() { work_budget_ = std::min(work_budget_, work_); }
     void later_passes();
     bool exact_search();
     void local_search();
@@ -259,7 +260,7 @@ class AutoRun {
     uint64_t good_enough_ = 0;
     uint64_t pass_ = 1;  // what a greedy pass costs: the first pass's work
     bool policy_ = false;         // the budget is the policy's (none was given)
-    uint64_t start_end_ = 0;      // the start's answer (end_if_stalled)
+    uint64_t start_end_ = 0;      // the start's answer (stalled())
     bool windows_ran_ = false;    // try_windows() searched
     uint64_t work_ = 0;
     uint32_t overflowed_ = kNoOverflow;
@@ -449,20 +450,19 @@ void AutoRun::try_windows(uint64_t share) {
     if (best_.end < before) best_order_.clear();
 }
 
-// Under the policy's budget: a run whose steps so far (the live-peak pass,
-// the sections, the peak window and the first window neighbourhoods, with
-// half of what was left) found nothing below its start, and whose budget
-// left holds fewer than kStalledPassesLeft greedy passes, ends here: the
-// budget is what it spent. On random lifetimes up to 2,000 steps (10^4 to
-// 10^5 buffers, passes of 0.2-1.6 s each) the rest of a 4,000 ms budget
-// gained at most 0.18% and took 1-1.5 s; the runs whose later steps gained
-// more (an unflushed 1F1B trace, KV caches, smaller random traces) had 56
-// passes' worth left or more, or a step that had already gained
-// (docs/strategies.md §4, "The default budget").
-void AutoRun::end_if_stalled() {
-    if (!policy_ || !windows_ran_ || done() || best_.end < start_end_) return;
-    if (left() >= kStalledPassesLeft * pass_) return;
-    work_budget_ = std::min(work_budget_, work_);
+// Under the policy's budget: whether the run's steps so far (the live-peak
+// pass, the sections, the peak window and the first window neighbourhoods,
+// with half of what was left) found nothing below its start, with fewer
+// than kStalledPassesLeft greedy passes' worth left. Such a run skips the
+// later passes, tries the wider peak windows (random lifetimes of
+// heavy-tailed sizes gained 0.56% there) and ends. On random lifetimes up
+// to 2,000 steps (10^4 to 10^5 buffers, passes of 0.2-1.6 s each) the rest
+// of a 4,000 ms budget gained at most 0.18% and took 1-1.5 s; the runs
+// whose later steps gained more (an unflushed 1F1B trace, KV caches,
+// smaller random traces) had 56 passes' worth left or more, or a step that
+// had already gained (docs/strategies.md §4, "The default budget").
+bool AutoRun::stalled() const {
+    return policy_ && windows_ran_ && !done() && best_.end >= start_end_ && left() < kStalledPassesLeft * pass_;
 }
 
 // Later passes, most often useful first (on the idealloc traces conflict
@@ -599,10 +599,13 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     run.prove_bound_early();
     run.try_peak_window(1024);
     run.try_windows(run.left() / 2);  // with half of what is left
-    run.end_if_stalled();
-    run.later_passes();
+    // A stalled run (policy only) skips the later passes and, after the
+    // wider peak windows, ends: its budget is what it has spent.
+    const bool stalled = run.stalled();
+    if (!stalled) run.later_passes();
     run.try_peak_window(2048);
     run.try_peak_window(4096);
+    if (stalled) run.end_here();
     // Where the exact search did not run: window neighbourhoods again, from
     // the best of the passes, with what is left (the local search gets what
     // they do not use).
