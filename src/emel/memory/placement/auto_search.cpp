@@ -281,7 +281,6 @@ class AutoRun {
     size_t last_window_ = 0;              // buffers in the last window tried
 };
 
-
 // The portfolio's start, in tie-break order: slots, the online best fit and
 // the first pass, which sets the policy's budget.
 void AutoRun::start() {
