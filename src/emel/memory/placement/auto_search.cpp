@@ -241,16 +241,24 @@ class AutoRun {
     Placement live_peak_over(uint64_t limit) {
         if (by_live_peak_.empty()) by_live_peak_ = order_by_live_peak(b_);
         if (!live_peak_ || live_peak_limit_ != limit) {
-            // It runs on one thread (crowded lifetimes follow one another in
-            // this order): greedy by size with best fit, taken later, runs
-            // beside it from here on where it does not run already.
-            if (!size_best_fit_ahead_ && !size_best_fit_ran_ && !by_size_.empty() && b_.count() >= kSideBySideFrom &&
-                placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_live_peak_))
-                size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
+            // Crowded lifetimes follow one another in this order, so its
+            // pass may run on one thread where the size order's does not.
+            run_size_best_fit_ahead_beside(by_live_peak_);
             live_peak_ = greedy(by_live_peak_, Fit::Best, limit);
             live_peak_limit_ = limit;
         }
         return *live_peak_;
+    }
+    // Greedy by size with best fit, which the run takes later unless it
+    // proves its answer optimal, runs ahead on a side thread from here
+    // (SidePass) where passes in `order`, about to run, take one thread:
+    // 16,384 buffers or more, two threads or more, and not running or
+    // taken already.
+    void run_size_best_fit_ahead_beside(const std::vector<uint32_t>& order) {
+        if (size_best_fit_ahead_ || size_best_fit_ran_ || by_size_.empty() || b_.count() < kSideBySideFrom ||
+            placement_threads() < 2 || !greedy_runs_on_one_thread(b_, order))
+            return;
+        size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
     }
 
     const Buffers& b_;
@@ -310,12 +318,9 @@ void AutoRun::start() {
         return;
     }
     by_size_ = order_by_size(b_);
-    // Where the passes run on one thread, greedy by size with best fit, which
-    // the run takes later unless it proves its answer optimal, runs beside
-    // the first pass and what follows (on dense traces of 10^5 buffers each
-    // such pass takes seconds).
-    if (b_.count() >= kSideBySideFrom && placement_threads() >= 2 && greedy_runs_on_one_thread(b_, by_size_))
-        size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
+    // Beside the first pass and what follows (on dense traces of 10^5
+    // buffers each pass by size takes seconds).
+    run_size_best_fit_ahead_beside(by_size_);
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
@@ -333,12 +338,12 @@ void AutoRun::start() {
     // first answer (deterministic: both are the same on every machine).
     if (policy) work_budget_ = default_work_budget(b_, std::min(best_.end, first_pass.end), bound_);
     policy_ = policy;
-    start_end_ = std::min(best_.abandoned ? UINT64_MAX : best_.end, first_pass.abandoned ? UINT64_MAX : first_pass.end);
     // Under the policy's full budget the run also ends once the answer is
     // within 0.5% of the bound: no budget can gain more than that (S_1 ends
     // after its live-peak pass; docs/strategies.md §4).
     good_enough_ = policy && work_budget_ > kEasyBudgetMs * kWorkUnitsPerMs ? bound_ + bound_ / 200 : 0;
     consider(std::move(first_pass), &by_size_);
+    start_end_ = best_.end;
 }
 
 // Small instances the first passes leave above the bound (most models'
