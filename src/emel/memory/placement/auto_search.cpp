@@ -31,10 +31,10 @@ constexpr uint64_t kSectionsPasses = 1;
 // spend when no budget is given.
 constexpr uint64_t kDefaultBudgetMs = 4000;
 constexpr uint64_t kEasyBudgetMs = 200;  // first answer within 0.5% of the bound
-// Under the policy, a run whose first window neighbourhoods found nothing
-// below its start, with fewer than this many greedy passes' worth left,
-// skips to the wider peak windows and ends there (AutoRun::stalled).
-constexpr uint64_t kStalledPassesLeft = 16;
+// Under the policy, a run with fewer than this many greedy passes' worth
+// left after its first window neighbourhoods skips the later passes and
+// ends after the wider peak windows (AutoRun::few_passes_left).
+constexpr uint64_t kFewPassesLeft = 16;
 // The exact search at the bound, tried first on small instances, spends at
 // most this (and a quarter of the budget): about a millisecond.
 constexpr uint64_t kEarlyProofWork = uint64_t{1} << 20;
@@ -185,8 +185,10 @@ class AutoRun {
     void try_sections();
     void try_full_packing();
     void try_windows(uint64_t share);
-    bool stalled() const;
+    bool few_passes_left() const;
+    bool gained_since_start() const;
     void end_here() { work_budget_ = std::min(work_budget_, work_); }
+    void offset_order_pass();
     void later_passes();
     bool exact_search();
     void local_search();
@@ -268,7 +270,7 @@ class AutoRun {
     uint64_t good_enough_ = 0;
     uint64_t pass_ = 1;  // what a greedy pass costs: the first pass's work
     bool policy_ = false;         // the budget is the policy's (none was given)
-    uint64_t start_end_ = 0;      // the start's answer (stalled())
+    uint64_t start_end_ = 0;      // the start's answer (gained_since_start())
     bool windows_ran_ = false;    // try_windows() searched
     uint64_t work_ = 0;
     uint32_t overflowed_ = kNoOverflow;
@@ -454,19 +456,36 @@ void AutoRun::try_windows(uint64_t share) {
     if (best_.end < before) best_order_.clear();
 }
 
-// Under the policy's budget: whether the run's steps so far (the live-peak
-// pass, the sections, the peak window and the first window neighbourhoods,
-// with half of what was left) found nothing below its start, with fewer
-// than kStalledPassesLeft greedy passes' worth left. Such a run skips the
-// later passes, tries the wider peak windows (random lifetimes of
-// heavy-tailed sizes gained 0.56% there) and ends. On random lifetimes up
-// to 2,000 steps (10^4 to 10^5 buffers, passes of 0.2-1.6 s each) the rest
-// of a 4,000 ms budget gained at most 0.18% and took 1-1.5 s; the runs
-// whose later steps gained more (an unflushed 1F1B trace, KV caches,
-// smaller random traces) had 56 passes' worth left or more, or a step that
-// had already gained (docs/strategies.md §4, "The default budget").
-bool AutoRun::stalled() const {
-    return policy_ && windows_ran_ && !done() && best_.end >= start_end_ && left() < kStalledPassesLeft * pass_;
+// Under the policy's budget: whether fewer than kFewPassesLeft greedy
+// passes' worth is left after the run's first steps (the live-peak pass,
+// the sections, the peak window and the first window neighbourhoods, with
+// half of what was left). Such a run skips the later passes: where those
+// steps gained, it re-places the new best in the order of its offsets
+// first (offset_order_pass), which is where such runs' later passes
+// gained (bursty starts, 30,000 buffers: 1.01065 -> 1.00976; lifetimes up
+// to 700 steps, 70,000: 1.07261 -> 1.06745); then it tries the wider peak
+// windows (heavy-tailed sizes gained 0.56% there) and ends. Where nothing
+// had gained (random lifetimes up to 2,000 steps, 10^4 to 10^5 buffers)
+// the rest of a 4,000 ms budget gained at most 0.18% and took 1-1.5 s.
+// The runs whose later steps gained more (an unflushed 1F1B trace, KV
+// caches, smaller random traces) had 56 passes' worth left or more
+// (docs/strategies.md §4, "A run with few passes left").
+bool AutoRun::few_passes_left() const {
+    return policy_ && windows_ran_ && !done() && left() < kFewPassesLeft * pass_;
+}
+bool AutoRun::gained_since_start() const { return best_.end < start_end_; }
+
+// Re-placing the best answer's buffers in the order of their offsets
+// (best fit) often closes holes its own order left (S_1; docs/strategies.md §4).
+// It is the local search's first step, brought forward because on large
+// traces the budget holds only a few passes.
+void AutoRun::offset_order_pass() {
+    if (!worth_a_pass()) return;
+    auto by_offset = order_by_offset(b_, best_);
+    Placement p = greedy(by_offset, Fit::Best, to_win());
+    p.method = "auto_search";
+    p.work += kGreedyUnitsPerStep * 2 * b_.count();  // the order, as in the search
+    consider(std::move(p), &by_offset);
 }
 
 // Later passes, most often useful first (on the idealloc traces conflict
@@ -480,17 +499,7 @@ void AutoRun::later_passes() {
         p.method = "greedy_by_conflict_size";
         consider(std::move(p), &by_conflict);
     }
-    // Re-placing the best answer's buffers in the order of their offsets
-    // (best fit) often closes holes its own order left (S_1; docs/strategies.md §4).
-    // It is the local search's first step, brought forward because on large
-    // traces the budget holds only a few passes.
-    if (worth_a_pass()) {
-        auto by_offset = order_by_offset(b_, best_);
-        Placement p = greedy(by_offset, Fit::Best, to_win());
-        p.method = "auto_search";
-        p.work += kGreedyUnitsPerStep * 2 * b_.count();  // the order, as in the search
-        consider(std::move(p), &by_offset);
-    }
+    offset_order_pass();
     if (worth_a_pass()) {
         size_best_fit_ran_ = true;
         consider(size_best_fit(to_win()), &by_size_);
@@ -603,13 +612,15 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     run.prove_bound_early();
     run.try_peak_window(1024);
     run.try_windows(run.left() / 2);  // with half of what is left
-    // A stalled run (policy only) skips the later passes and, after the
-    // wider peak windows, ends: its budget is what it has spent.
-    const bool stalled = run.stalled();
-    if (!stalled) run.later_passes();
+    // A run with few passes left (policy only) skips the later passes (but
+    // the offset-order one, where its steps gained) and, after the wider
+    // peak windows, ends: its budget is what it has spent.
+    const bool few_left = run.few_passes_left();
+    if (!few_left) run.later_passes();
+    else if (run.gained_since_start()) run.offset_order_pass();
     run.try_peak_window(2048);
     run.try_peak_window(4096);
-    if (stalled) run.end_here();
+    if (few_left) run.end_here();
     // Where the exact search did not run: window neighbourhoods again, from
     // the best of the passes, with what is left (the local search gets what
     // they do not use).
