@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import emel.memory as mm
+from emel.memory import _core
 
 import peers  # bench/peers.py: its independent overlap checker
 import synthetic_traces
@@ -164,6 +165,33 @@ def test_auto_lowers_large_traces_window_by_window():
     assert a.size <= 1.035 * a.lower_bound and first.size >= 1.039 * first.lower_bound
     assert a.work <= 300 * 900_000
     assert_valid_and_repeatable(lower, upper, size, a, **args)
+
+
+def test_a_wide_window_that_failed_is_not_searched_again():
+    """Window neighbourhoods (docs/strategies.md §5): a window freeing more than 1,024 buffers
+    whose search failed is not searched again, under another preorder, until a window moves
+    buffers. Such searches fail by spending their whole share (256·m² units), whatever the
+    preorder. Bursty starts, 10^4 buffers: the widest window around the top buffer frees 1,109
+    buffers and fails; before, it was searched under all three preorders (3 x 315M units)."""
+    rng = np.random.default_rng(32)
+    n = 10_000
+    centers = rng.integers(0, n, 50)
+    lower = np.clip(centers[rng.integers(0, 50, n)] + rng.normal(0, 300, n).astype(np.int64), 0, None)
+    upper = lower + rng.integers(1, 2000, n)
+    size = rng.integers(1, 1 << 20, n)
+    r = _core._windows(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 4000)
+    failed_wide = set()
+    for frm, to, freed, found in r["windows"]:
+        if found:
+            failed_wide.clear()
+        elif freed > 1024:
+            assert (frm, to) not in failed_wide, (frm, to, freed)
+            failed_wide.add((frm, to))
+    assert failed_wide, r["windows"]  # the case arose
+    first = mm.place(lower, upper, size, strategy="greedy_by_size", fit="first")
+    assert r["end"] <= first.size
+    chk = peers.check_placement(lower, upper, size, r["offsets"], reported_size=r["end"])
+    assert chk.valid, chk.problems
 
 
 # Challenging D (bound 986,112) posed at capacities that each pruning rule of

@@ -67,6 +67,34 @@ void bind_test_hooks(py::module_& m) {
         "auto's peak window on rows (alignment 1): the window, the exact search's "
         "placement of it, and every row placed around it by first fit.");
 
+    // For tests of window neighbourhoods (docs/strategies.md §5); not public API.
+    m.def(
+        "_windows",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, uint64_t time_budget_ms) {
+            const Buffers b = rows_as_buffers(lower, upper, size);
+            Placement p;
+            uint64_t work = 0;
+            std::vector<WindowSearched> searched;
+            {
+                py::gil_scoped_release release;
+                p = place_greedy(b, order_by_size(b), Fit::First);
+                improve_by_windows(b, p, time_budget_ms * kWorkUnitsPerMs, work, &searched);
+            }
+            py::list windows;
+            for (const WindowSearched& w : searched) windows.append(py::make_tuple(w.from, w.to, w.freed, w.found));
+            py::dict out;
+            out["offsets"] = to_numpy(p.offset);
+            out["end"] = p.end;
+            out["work"] = work;
+            out["windows"] = windows;
+            return out;
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("time_budget_ms"),
+        "improve_by_windows on rows (alignment 1) from first fit by size: the placement, its work and every "
+        "window searched, in turn, as (from, to, buffers freed, found).");
+
     // For tests of the exact search by time sections (docs/strategies.md §5); not public API.
     m.def(
         "_sections",

@@ -23,6 +23,11 @@ namespace exact {
 // buffer's on each side.
 constexpr size_t kWindowFreed = 2048;
 constexpr unsigned kWidenings = 4;
+// A window freeing more than this many buffers whose search failed is not
+// searched again, under another preorder, until a window moves buffers:
+// such searches fail by spending their whole share (256·m²), whatever the
+// preorder (docs/strategies.md §5, "Window neighbourhoods").
+constexpr size_t kWideWindow = 1024;
 // A neighbourhood's search gets at most this for m freed buffers: 256·m²
 // units, at least 2^16.
 uint64_t neighbourhood_share(uint64_t m) { return std::max<uint64_t>(uint64_t{1} << 16, 256 * m * m); }
@@ -208,7 +213,8 @@ void search_window(WindowJob& job, bool deep_stack, const std::atomic<uint64_t>*
 // result is taken only when the loop, the current one having failed, asks for
 // the same window with the same share, preorder and capacity: the answer and
 // the work are those of one window after another.
-void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work) {
+void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work,
+                        std::vector<WindowSearched>* searched) {
     // Partners may live outside any window: their constraint would be lost.
     if (b.has_partners() || b.count() == 0) return;
     const size_t n = b.count();
@@ -221,6 +227,8 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
     std::vector<uint32_t> tops;
     uint64_t end = 0;
     bool moved = true;
+    // Wide windows (from, to) whose search failed since buffers last moved.
+    std::vector<std::pair<uint64_t, uint64_t>> failed_wide;
     auto failures_allowed = [&](unsigned per_window) {
         return tops.size() * (kWidenings + 1) * per_window;
     };
@@ -252,6 +260,15 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             }
             c.work += n;  // charged as the scan of every row it replaces
             const bool too_large = job.freed_rows.size() > kWindowFreed;
+            // A wide window that failed before fails again at once: the loop
+            // goes on as after a failed search, without the search.
+            if (job.freed_rows.size() > kWideWindow && !top_fixed && !too_large &&
+                std::find(failed_wide.begin(), failed_wide.end(), std::make_pair(job.from, job.to)) !=
+                    failed_wide.end()) {
+                c.next_window(false);
+                if (++c.failures > failures_allowed(3)) return false;
+                continue;
+            }
             if (!top_fixed && !too_large) return true;
             // This window cannot lower the end: the next one.
             if (c.next_window(too_large) && ++c.failures > failures_allowed(1)) return false;
@@ -307,6 +324,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             for (uint32_t x = 0; x < n; ++x)
                 if (b.searched(x) && best.offset[x] + b.size[x] == end) tops.push_back(x);
             moved = false;
+            failed_wide.clear();
             if (end < best.end) {  // every top came down: a smaller arena
                 best.end = end;
                 best.method = "window_neighbourhood_search";
@@ -361,6 +379,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             if (!job.ran) break;  // no stack deep enough for it
         }
         c.work += std::min(job.spent, job.share);
+        if (searched) searched->push_back({job.from, job.to, job.freed_rows.size(), job.outcome == Outcome::Found});
         if (job.outcome == Outcome::Found) {
             for (size_t k = 0; k < job.freed_rows.size(); ++k) best.offset[job.freed_rows[k]] = job.offsets[k];
             moved = true;
@@ -369,6 +388,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             c.failures = 0;
             continue;  // the same top index now names the next buffer still at the end
         }
+        if (job.freed_rows.size() > kWideWindow) failed_wide.emplace_back(job.from, job.to);
         if (!after_failure(c)) break;
     }
     work = c.work;

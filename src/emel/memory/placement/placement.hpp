@@ -200,7 +200,14 @@ inline uint64_t full_packing_share(uint64_t left) { return left - left / 8; }
 // buffer that reaches its end, the buffers that live only inside the window,
 // the others kept where they are (for instances the exact search does not
 // take whole). `work` grows by what it spends: about `budget` at most.
-void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work);
+// `searched` (tests): every window searched, in turn.
+struct WindowSearched {
+    uint64_t from, to;
+    size_t freed;
+    bool found;
+};
+void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work,
+                        std::vector<WindowSearched>* searched = nullptr);
 
 // §4: the buffers live around the peak of live bytes, over the widest window
 // of instants [from, to) around the peak instant in which at most
