@@ -30,6 +30,10 @@ pass meets most other buffers; docs/strategies.md §2):
   (``n / 16`` layers): every saved activation lives from its forward op to
   its backward op.
 - ``uniform_long``: ``uniform`` with lifetimes up to 2,000 steps.
+- ``bursty``: starts bunched around 50 random instants (normal, sd 300
+  steps), lifetimes up to 2,000 steps, sizes in ``[1, 2^20]``; seeded with
+  ``np.random.default_rng(seed)`` as the held-out loops of
+  docs/benchmarks.md ("A run with few passes left") drew it.
 
     python bench/synthetic_traces.py transformer 10000 --seed 0 -o t.csv
 """
@@ -42,7 +46,7 @@ import numpy as np
 
 FAMILIES = ("transformer", "uniform")  # bench/peers.py's default
 DENSE_FAMILIES = ("near_clique", "clusters", "long_step", "uniform_long")
-ALL_FAMILIES = FAMILIES + DENSE_FAMILIES
+ALL_FAMILIES = FAMILIES + DENSE_FAMILIES + ("bursty",)
 
 OPS = 8                 # forward ops (activations) per layer
 LAYERS = 24             # layers per training step
@@ -114,6 +118,19 @@ def near_clique(n: int, seed: int = 0, clusters: int = 1,
     return lower.astype(np.int64), upper.astype(np.int64), size
 
 
+def bursty(n: int, seed: int = 0, centers: int = 50, spread: int = 300,
+           max_len: int = 2000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` buffers whose starts bunch around ``centers`` instants (see the module docstring)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    rng = np.random.default_rng(seed)
+    middle = rng.integers(0, max(n, 1), centers)
+    lower = np.clip(middle[rng.integers(0, centers, n)] + rng.normal(0, spread, n).astype(np.int64), 0, None)
+    upper = lower + rng.integers(1, max_len, n)
+    size = rng.integers(1, 1 << 20, n)
+    return lower.astype(np.int64), upper.astype(np.int64), size.astype(np.int64)
+
+
 def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if family == "transformer":
         return transformer(n, seed)
@@ -127,6 +144,8 @@ def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
         return transformer(n, seed, layers=max(1, n // (2 * OPS)))
     if family == "uniform_long":
         return uniform(n, seed, max_len=2000)
+    if family == "bursty":
+        return bursty(n, seed)
     raise ValueError(f"unknown family {family!r}; choose from {', '.join(ALL_FAMILIES)}")
 
 

@@ -124,12 +124,7 @@ def test_a_default_run_with_few_passes_left_ends_early():
     # re-places that answer in the order of its offsets (1.01065 -> 1.00976 of the bound) and
     # ends: the 4,000 ms answer for 71% of its work (the run that went on to every later pass
     # spent all of it; the one that ended at once stayed at 1.01065).
-    rng = np.random.default_rng(31)
-    n = 30000
-    centers = rng.integers(0, n, 50)
-    lower = np.clip(centers[rng.integers(0, 50, n)] + rng.normal(0, 300, n).astype(np.int64), 0, None)
-    upper = lower + rng.integers(1, 2000, n)
-    size = rng.integers(1, 1 << 20, n)
+    lower, upper, size = synthetic_traces.bursty(30000, 31)
     default = mm.place(lower, upper, size)
     explicit = mm.place(lower, upper, size, time_budget_ms=4000)
     assert default.method == "auto_search", default.method

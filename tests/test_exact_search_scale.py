@@ -173,12 +173,7 @@ def test_a_wide_window_that_failed_is_not_searched_again():
     buffers. Such searches fail by spending their whole share (256·m² units), whatever the
     preorder. Bursty starts, 10^4 buffers: the widest window around the top buffer frees 1,109
     buffers and fails; before, it was searched under all three preorders (3 x 315M units)."""
-    rng = np.random.default_rng(32)
-    n = 10_000
-    centers = rng.integers(0, n, 50)
-    lower = np.clip(centers[rng.integers(0, 50, n)] + rng.normal(0, 300, n).astype(np.int64), 0, None)
-    upper = lower + rng.integers(1, 2000, n)
-    size = rng.integers(1, 1 << 20, n)
+    lower, upper, size = synthetic_traces.bursty(10_000, 32)
     r = _core._windows(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 4000)
     failed_wide = set()
     for frm, to, freed, found in r["windows"]:
