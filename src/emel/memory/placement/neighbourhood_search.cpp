@@ -233,6 +233,12 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         return tops.size() * (kWidenings + 1) * per_window;
     };
 
+    // A failed search's step; false where the loop ends.
+    auto after_failure = [&](WindowCursor& c) {
+        c.next_window(false);
+        return ++c.failures <= failures_allowed(3);
+    };
+
     // From cursor c, the next window worth a search (true), past those that
     // cannot lower the end; false where the loop ends. `rows`: scratch.
     auto select = [&](WindowCursor& c, WindowJob& job, std::vector<uint32_t>& rows) {
@@ -265,8 +271,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             if (job.freed_rows.size() > kWideWindow && !top_fixed && !too_large &&
                 std::find(failed_wide.begin(), failed_wide.end(), std::make_pair(job.from, job.to)) !=
                     failed_wide.end()) {
-                c.next_window(false);
-                if (++c.failures > failures_allowed(3)) return false;
+                if (!after_failure(c)) return false;
                 continue;
             }
             if (!top_fixed && !too_large) return true;
@@ -298,11 +303,6 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         job.heuristic = static_cast<int>(c.failures % CanonicalSearch::kHeuristics);
         job.capacity = end - 1;
         return true;
-    };
-    // A failed search's step; false where the loop ends.
-    auto after_failure = [&](WindowCursor& c) {
-        c.next_window(false);
-        return ++c.failures <= failures_allowed(3);
     };
 
     std::unique_ptr<WorkerPool> pool;
