@@ -135,6 +135,27 @@ def test_a_default_run_with_few_passes_left_ends_early():
     assert (default.work, default.offsets.tolist()) == (explicit.work, explicit.offsets.tolist())
 
 
+def test_a_default_run_bound_by_its_passes_spends_it_on_windows():
+    """Random short lifetimes, 10^6 buffers: the first pass costs the policy's whole 4,000 ms of
+    work, so no second pass fits. The run is bound by its passes (docs/strategies.md §4): window
+    neighbourhoods get 1,000 ms' worth beyond it, then the closing single pass. Seed 0: from the
+    first pass (1.0224 of the bound), the bound, proven (the run that stopped after the first
+    pass returned 1.0224). Seed 2: the online best fit (1.0802) beats the first pass (1.0829) at
+    the start, but the windows start from the first pass, whose size order they lower far more:
+    1.0216 (from the online best fit's placement they reach only 1.0797)."""
+    lower, upper, size = synthetic_traces.generate("uniform", 10**6, 0)
+    default = mm.place(lower, upper, size)
+    assert default.optimal and default.size == default.lower_bound, default.size / default.lower_bound
+    assert default.method == "window_neighbourhood_search"
+    lower, upper, size = synthetic_traces.generate("uniform", 10**6, 2)
+    default = mm.place(lower, upper, size)
+    online = mm.place(lower, upper, size, strategy="best_fit")
+    first = mm.place(lower, upper, size, strategy="greedy_by_size", fit="first")
+    assert online.size < first.size
+    assert default.method == "window_neighbourhood_search"
+    assert default.size * 1.05 < online.size, (default.size / default.lower_bound, online.size / online.lower_bound)
+
+
 def test_time_budget_none_is_accepted_and_negative_is_not():
     assert mm.place([0], [1], [8], strategy="auto", time_budget_ms=None).size == 8
     for bad in (-1, "200", 1.5):

@@ -35,6 +35,14 @@ constexpr uint64_t kEasyBudgetMs = 200;  // first answer within 0.5% of the boun
 // left after its first window neighbourhoods skips the later passes and
 // ends after the wider peak windows (AutoRun::few_passes_left).
 constexpr uint64_t kFewPassesLeft = 16;
+// Under the policy's full budget, a run on more buffers than the exact search
+// takes whole whose first pass leaves fewer than this many passes' worth is
+// bound by its passes (AutoRun::pass_bound): it spends what is left on window
+// neighbourhoods alone, whose cost does not grow with the instance.
+constexpr uint64_t kPassBoundPasses = 4;
+// Such a run's windows get at least this much, even where the first pass took
+// the whole budget (10^6 random buffers: 3.4G units, the 4,000 ms).
+constexpr uint64_t kWindowAllowanceMs = 1000;
 // The exact search at the bound, tried first on small instances, spends at
 // most this (and a quarter of the budget): about a millisecond.
 constexpr uint64_t kEarlyProofWork = uint64_t{1} << 20;
@@ -185,6 +193,8 @@ class AutoRun {
     void try_sections();
     void try_full_packing();
     void try_windows(uint64_t share);
+    bool pass_bound() const;
+    void windows_alone();
     bool few_passes_left() const;
     bool gained_since_start() const;
     void end_here() { work_budget_ = std::min(work_budget_, work_); }
@@ -287,6 +297,7 @@ class AutoRun {
     // where the passes run on one thread (declared after its order:
     // destroyed first).
     std::unique_ptr<SidePass> size_best_fit_ahead_;
+    std::optional<Placement> first_pass_;  // the first pass, where it lost to slots or best_fit
     std::optional<PeakWindows> windows_;  // the sweep, made for the first window
     size_t last_window_ = 0;              // buffers in the last window tried
 };
@@ -344,6 +355,9 @@ void AutoRun::start() {
     // within 0.5% of the bound: no budget can gain more than that (S_1 ends
     // after its live-peak pass; docs/strategies.md §4).
     good_enough_ = policy && work_budget_ > kEasyBudgetMs * kWorkUnitsPerMs ? bound_ + bound_ / 200 : 0;
+    // Where slots or the online best fit beat it, the first pass is kept for
+    // a run bound by its passes: its windows start from it (windows_alone).
+    if (!first_pass.abandoned && first_pass.end >= best_.end && !best_.abandoned) first_pass_ = first_pass;
     consider(std::move(first_pass), &by_size_);
     start_end_ = best_.end;
 }
@@ -454,6 +468,42 @@ void AutoRun::try_windows(uint64_t share) {
     const uint64_t before = best_.end;
     improve_by_windows(b_, best_, share, work_);
     if (best_.end < before) best_order_.clear();
+}
+
+// Under the policy's full budget, on instances the exact search does not
+// take whole: whether the first pass left fewer than kPassBoundPasses passes'
+// worth. The portfolio's next steps each cost a pass or more (the live-peak
+// pass, the time sections', the peak window's), so such a run would spend
+// its budget on one or two of them and leave the window neighbourhoods a
+// fraction of a pass. Random lifetimes of 2*10^5 to 10^6 buffers: the
+// windows alone reach 1.0061 where those steps left 1.0225 (3*10^5), and
+// the bound where they left 1.0224 (10^6; docs/strategies.md §4, "A run
+// bound by its passes").
+bool AutoRun::pass_bound() const {
+    return policy_ && good_enough_ != 0 && b_.count() > kSearchUpTo && !done() &&
+           left() < kPassBoundPasses * pass_;
+}
+
+// A run bound by its passes: window neighbourhoods from the start's answer
+// with everything left, at least kWindowAllowanceMs' worth (the budget grows
+// to hold it: deterministic, from the first pass's work), then the run ends.
+// They start from the best answer a greedy order gave (the first pass or
+// the live-peak pass), not from the online best fit's or slots' where those
+// were smaller: windows lower a placement made in size order far more
+// (random lifetimes, 10^6 buffers, seed 2: 1.0802 -> 1.0797 from the online
+// best fit's, against 1.0829 -> 1.0216 from the first pass's).
+void AutoRun::windows_alone() {
+    work_budget_ = std::max(work_budget_, work_ + kWindowAllowanceMs * kWorkUnitsPerMs);
+    if (!best_order_.empty() || !first_pass_ || b_.count() <= kPeakWindowsFrom || done() || work_ >= work_budget_) {
+        try_windows(left());
+    } else {
+        Placement from = std::move(*first_pass_);
+        first_pass_.reset();
+        improve_by_windows(b_, from, left(), work_);
+        from.work = 0;  // counted in work_ already
+        consider(std::move(from), nullptr);
+    }
+    end_here();
 }
 
 // Under the policy's budget: whether fewer than kFewPassesLeft greedy
@@ -607,6 +657,14 @@ Placement place_auto_untargeted(const Buffers& b, uint64_t& work_budget) {
     AutoRun run(b, work_budget);
     run.start();
     run.try_full_packing();
+    // A run bound by its passes (policy only): the live-peak pass where it
+    // fits, window neighbourhoods, the closing single pass, and the end.
+    if (run.pass_bound()) {
+        run.live_peak_pass();
+        run.windows_alone();
+        run.last_single_pass();
+        return run.finish();
+    }
     run.try_sections();
     run.live_peak_pass();
     run.prove_bound_early();
