@@ -34,6 +34,10 @@ pass meets most other buffers; docs/strategies.md §2):
   steps), lifetimes up to 2,000 steps, sizes in ``[1, 2^20]``; seeded with
   ``np.random.default_rng(seed)`` as the held-out loops of
   docs/benchmarks.md ("A run with few passes left") drew it.
+- ``lognormal``: random starts in ``[0, n)``, lifetimes up to 2,000 steps,
+  log-normal sizes (``exp(N(10, 2))`` bytes, at most 2^34): a few huge
+  buffers among many small ones; seeded with ``np.random.default_rng(seed)``
+  as those loops drew it.
 
     python bench/synthetic_traces.py transformer 10000 --seed 0 -o t.csv
 """
@@ -46,7 +50,7 @@ import numpy as np
 
 FAMILIES = ("transformer", "uniform")  # bench/peers.py's default
 DENSE_FAMILIES = ("near_clique", "clusters", "long_step", "uniform_long")
-ALL_FAMILIES = FAMILIES + DENSE_FAMILIES + ("bursty",)
+ALL_FAMILIES = FAMILIES + DENSE_FAMILIES + ("bursty", "lognormal")
 
 OPS = 8                 # forward ops (activations) per layer
 LAYERS = 24             # layers per training step
@@ -131,6 +135,18 @@ def bursty(n: int, seed: int = 0, centers: int = 50, spread: int = 300,
     return lower.astype(np.int64), upper.astype(np.int64), size.astype(np.int64)
 
 
+def lognormal(n: int, seed: int = 0, max_len: int = 2000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` buffers with random starts and lifetimes (up to ``max_len`` steps) and heavy-tailed
+    sizes (see the module docstring)."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    rng = np.random.default_rng(seed)
+    lower = rng.integers(0, max(n, 1), n)
+    upper = lower + rng.integers(1, max_len, n)
+    size = np.minimum(np.exp(rng.normal(10, 2, n)).astype(np.int64) + 1, 1 << 34)
+    return lower.astype(np.int64), upper.astype(np.int64), size.astype(np.int64)
+
+
 def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if family == "transformer":
         return transformer(n, seed)
@@ -146,6 +162,8 @@ def generate(family: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
         return uniform(n, seed, max_len=2000)
     if family == "bursty":
         return bursty(n, seed)
+    if family == "lognormal":
+        return lognormal(n, seed)
     raise ValueError(f"unknown family {family!r}; choose from {', '.join(ALL_FAMILIES)}")
 
 

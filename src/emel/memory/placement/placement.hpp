@@ -181,6 +181,10 @@ struct SectionSizes {
 using WholePass = std::function<Placement(uint64_t give_up_above)>;
 Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t capacity, uint64_t work_budget,
                             SectionSizes sizes = {}, uint64_t pass_work = 0, const WholePass& live_peak_pass = {});
+// Whether the searched rows fall apart into more than one component: some
+// instant between two of them is spanned by none (the sections then solve
+// each component on its own). O(n log n).
+bool falls_apart_in_time(const Buffers& b);
 
 // §5, "Full packings" (full_packing.cpp): on instances whose every instant
 // holds exactly the peak of live bytes or nothing (cut from a full

@@ -84,6 +84,12 @@ Components find_components(const Buffers& b) {
     return c;
 }
 
+}  // namespace
+
+bool falls_apart_in_time(const Buffers& b) { return find_components(b).ranges.size() > 1; }
+
+namespace {
+
 // A component's rows as an instance of their own, and the same shape's key:
 // its rows shifted to start at instant 0 (two components with equal keys
 // have the same placements, row for row).
