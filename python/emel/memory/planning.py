@@ -33,8 +33,9 @@ DEFAULT_STRATEGY = "auto"
 #: What ``time_budget_ms=None`` (the default) means: auto and optimal follow
 #: the default-budget policy (docs/strategies.md §4): a deterministic work
 #: budget from the instance: 200 ms worth where the first greedy answer is
-#: within 0.5% of the lower bound, else 4,000 ms, ending once within 0.5% of
-#: it; every run stops at once on a proven optimum.
+#: within 0.5% of the lower bound, else 4,000 ms (at least the first pass plus
+#: 1,000 ms where that pass takes nearly all of it), ending once within 0.5%
+#: of it; every run stops at once on a proven optimum.
 DEFAULT_TIME_BUDGET_MS = None
 #: The budget ``time_budget_ms=None`` asks the core for (no explicit budget
 #: reaches it: explicit ones are capped at 2**40 ms).
