@@ -300,6 +300,11 @@ for fam, seed, budget in (("uniform_long", 0, 2000), ("uniform_long", 0, 50), ("
 # the work charged (and so every later budget choice) depends on the cores.
 lower, upper, size = st.generate("uniform", 40000, 2)
 record("uniform auto 1000", mm.place(lower, upper, size, "auto", time_budget_ms=1000), verdicts=False)
+# The default budget on a run bound by its passes (docs/strategies.md §4):
+# window neighbourhoods searched one ahead with most of the budget, then the
+# wider peak windows with what they leave.
+lower, upper, size = st.lognormal(80000, 31)
+record("lognormal auto default", mm.place(lower, upper, size, "auto"), verdicts=False)
 # Time sections whose later sections are searched (the preorders side by
 # side) and window neighbourhoods searched one ahead: an unflushed 1F1B trace.
 import workload_traces as wt
@@ -323,7 +328,8 @@ def test_thread_count_changes_nothing():
     depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 2 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 2 + 12
+    assert results[0]["lognormal auto default"][3] == "peak_window"
     assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won
 
 
