@@ -37,8 +37,8 @@ constexpr uint64_t kEasyBudgetMs = 200;  // first answer within 0.5% of the boun
 constexpr uint64_t kFewPassesLeft = 16;
 // Under the policy's full budget, a run on more buffers than the exact search
 // takes whole whose first pass leaves fewer than this many passes' worth is
-// bound by its passes (AutoRun::pass_bound): it spends what is left on window
-// neighbourhoods alone, whose cost does not grow with the instance.
+// bound by its passes (AutoRun::pass_bound): it spends most of what is left
+// on window neighbourhoods, whose cost does not grow with the instance.
 constexpr uint64_t kPassBoundPasses = 4;
 // Such a run's windows get at least this much, even where the first pass took
 // the whole budget (10^6 random buffers: 3.4G units, the 4,000 ms).
@@ -498,27 +498,27 @@ void AutoRun::sections_where_split() {
     if (falls_apart_in_time(b_)) try_sections();
 }
 
-// A run bound by its passes: window neighbourhoods from the start's answer
-// with everything left, at least kWindowAllowanceMs' worth (the budget grows
-// to hold it: deterministic, from the first pass's work). Where they stop
-// first (having failed around every top buffer), what is left goes to the
-// wider peak windows (log-normal sizes, 80,000 buffers: 1.0326 -> 1.0293),
-// and the run ends.
-// They start from the best answer a greedy order gave (the first pass or
-// the live-peak pass), not from the online best fit's or slots' where those
-// were smaller: windows lower a placement made in size order far more
-// (random lifetimes, 10^6 buffers, seed 2: 1.0802 -> 1.0797 from the online
-// best fit's, against 1.0829 -> 1.0216 from the first pass's).
+// A run bound by its passes: window neighbourhoods with everything left, at
+// least kWindowAllowanceMs' worth (the budget grows to hold it:
+// deterministic, from the first pass's work). Where the best is still the
+// start's and slots or the online best fit gave it, they start from the
+// first pass instead, whose size order they lower far more (random
+// lifetimes, 10^6 buffers, seed 2: from the online best fit's 1.0802 to
+// 1.0797, from the first pass's 1.0829 to 1.0216). Where they stop first
+// (having failed around every top buffer), what is left goes to the wider
+// peak windows (log-normal sizes, 80,000 buffers: 1.0326 -> 1.0293); then
+// the run ends.
 void AutoRun::spend_on_windows() {
     work_budget_ = std::max(work_budget_, work_ + kWindowAllowanceMs * kWorkUnitsPerMs);
-    if (!best_order_.empty() || !first_pass_ || b_.count() <= kPeakWindowsFrom || done() || work_ >= work_budget_) {
-        try_windows(left());
-    } else {
+    if (first_pass_ && best_.end == start_end_ && !done()) {
         Placement from = std::move(*first_pass_);
         first_pass_.reset();
+        windows_ran_ = true;
         improve_by_windows(b_, from, left(), work_);
         from.work = 0;  // counted in work_ already
         consider(std::move(from), nullptr);
+    } else {
+        try_windows(left());
     }
     try_peak_window(2048);
     try_peak_window(4096);
