@@ -190,6 +190,7 @@ class AutoRun {
     void prove_bound_early();
     void live_peak_pass();
     void try_peak_window(size_t max_buffers);
+    bool sections_may_run() const;
     void try_sections();
     void try_full_packing();
     void try_windows(uint64_t share);
@@ -357,8 +358,11 @@ void AutoRun::start() {
     // after its live-peak pass; docs/strategies.md §4).
     good_enough_ = policy && work_budget_ > kEasyBudgetMs * kWorkUnitsPerMs ? bound_ + bound_ / 200 : 0;
     // Where slots or the online best fit beat it, the first pass is kept for
-    // a run bound by its passes: its windows start from it (spend_on_windows).
-    if (!first_pass.abandoned && first_pass.end >= best_.end && !best_.abandoned) first_pass_ = first_pass;
+    // a run bound by its passes (which only these runs can be): its windows
+    // start from it (spend_on_windows).
+    if (policy && b_.count() > kSearchUpTo && !first_pass.abandoned && first_pass.end >= best_.end &&
+        !best_.abandoned)
+        first_pass_ = first_pass;
     consider(std::move(first_pass), &by_size_);
     start_end_ = best_.end;
 }
@@ -425,8 +429,11 @@ void AutoRun::try_peak_window(size_t max_buffers) {
 // is within 0.5% of the bound: this is where it can be proven. Counted only
 // when it wins or proves more (else the run goes on exactly as without it),
 // so the cap is what bounds its wall time where it loses.
+bool AutoRun::sections_may_run() const {
+    return b_.count() > kSearchUpTo && best_.end > proven_ && work_ < work_budget_;
+}
 void AutoRun::try_sections() {
-    if (b_.count() <= kSearchUpTo || best_.end <= proven_ || work_ >= work_budget_) return;
+    if (!sections_may_run()) return;
     const uint64_t share = std::min(left() / 2, kSectionsPasses * pass_);
     Placement p = unless_overflow(
         [&] {
@@ -493,8 +500,8 @@ bool AutoRun::pass_bound() const {
 // On one component they can only roll a section at a time, which won on
 // none of 60 traces and took random lifetimes of 3*10^5 buffers 0.8 s.
 void AutoRun::sections_where_split() {
-    if (b_.count() <= kSearchUpTo || best_.end <= proven_ || work_ >= work_budget_) return;
-    work_ += 2 * b_.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b_.count())));  // the sort by start
+    if (!sections_may_run()) return;
+    work_ += sort_work(b_.count());  // the sort by start
     if (falls_apart_in_time(b_)) try_sections();
 }
 

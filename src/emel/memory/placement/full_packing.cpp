@@ -576,7 +576,7 @@ Placement place_full_packing(const Buffers& b, uint64_t work_budget) {
     for (uint32_t x = 0; x < b.count(); ++x)
         if (b.searched(x)) rows.push_back(x);
     if (rows.empty()) return out;
-    uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
+    uint64_t work = sort_work(b.count());
     // Full: every instant holds the bound or nothing. First a quick probe
     // that refuses most instances in linear time, without sorting: the live
     // bytes at three instants where some row is live must agree.

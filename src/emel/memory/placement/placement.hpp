@@ -41,6 +41,10 @@ inline unsigned length_class(uint64_t length) {
     return length <= 1 ? 0u : static_cast<unsigned>(64 - __builtin_clzll(length - 1));
 }
 
+// What sorting n rows is charged, in work units: two a row per level of
+// comparisons (n log2 n).
+inline uint64_t sort_work(uint64_t n) { return 2 * n * (64 - static_cast<uint64_t>(__builtin_clzll(n | 1))); }
+
 struct Placement {
     std::vector<uint64_t> offset;
     uint64_t end = 0;        // max(offset + size), before rounding to the arena alignment

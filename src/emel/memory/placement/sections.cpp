@@ -179,7 +179,7 @@ std::vector<std::vector<uint32_t>> conflict_lists(const Buffers& sub, uint64_t& 
             c[by_start[j]].push_back(by_start[i]);
             ++pairs;
         }
-    work += 2 * m * (64 - static_cast<uint64_t>(__builtin_clzll(m | 1))) + 2 * pairs;
+    work += sort_work(m) + 2 * pairs;
     return c;
 }
 
@@ -190,7 +190,7 @@ uint64_t peak_instant(const Buffers& b, const std::vector<uint32_t>& rows, uint6
     ends.reserve(rows.size());
     for (uint32_t x : rows) ends.emplace_back(b.upper[x], x);
     std::sort(ends.begin(), ends.end());
-    work += 2 * rows.size() * (64 - static_cast<uint64_t>(__builtin_clzll(rows.size() | 1)));
+    work += sort_work(rows.size());
     unsigned __int128 live = 0, peak = 0;
     uint64_t at = b.lower[rows.front()];
     size_t e = 0;
@@ -295,7 +295,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
         longest = std::max(longest, ends[i] - starts[i]);
     }
     std::sort(ends.begin(), ends.end());
-    work += 2 * n * (64 - static_cast<uint64_t>(__builtin_clzll(n | 1)));
+    work += sort_work(n);
     auto crossing = [&](size_t i) {  // rows started before rows[i]'s instant and still live there
         const uint64_t t = starts[i];
         const size_t ended = std::upper_bound(ends.begin(), ends.end(), t) - ends.begin();
@@ -494,7 +494,7 @@ uint64_t roll_through(const Buffers& b, const std::vector<uint32_t>& rows, size_
 // and of the ends.
 uint64_t greedy_pass_cost(const Buffers& sub, const SearchCosts& costs, size_t count, uint64_t pass_work,
                           uint64_t& work) {
-    work += 2 * sub.count() * (64 - static_cast<uint64_t>(__builtin_clzll(sub.count() | 1)));
+    work += sort_work(sub.count());
     const uint64_t at_least = kGreedyUnitsPerStep * (sub.count() + costs.conflict_pairs);
     const uint64_t share_of_whole =
         count ? static_cast<uint64_t>(static_cast<unsigned __int128>(pass_work) * sub.count() / count) : 0;
@@ -573,7 +573,7 @@ Placement place_by_sections(const Buffers& b, const Placement& start, uint64_t c
     const uint64_t bound = peak_live_bytes(b);
     capacity = std::max(capacity, bound);
     const Components comps = find_components(b);
-    uint64_t work = 2 * b.count() * (64 - static_cast<uint64_t>(__builtin_clzll(b.count() | 1)));
+    uint64_t work = sort_work(b.count());
     std::vector<uint64_t> offset = start.offset;
     // The components above the target, in time order.
     std::vector<size_t> above;
