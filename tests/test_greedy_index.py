@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import emel.memory as mm
+from emel.memory import _core
 
 import synthetic_traces  # bench/ is on pytest's pythonpath (pyproject.toml)
 from repo_data import CHALLENGING, child_env
@@ -118,6 +119,61 @@ def test_ends_past_32_bits_equal_the_specification():
     assert stacked.size == n * 2**20
     huge = mm.place([0, 1, 2], [5, 6, 7], [2**33, 2**33 + 1, 7], "greedy_by_size")
     assert huge.offsets.tolist() == [2**33 + 1, 0, 2**34 + 1]
+
+
+def parted(n, seed):
+    """Dense bursts apart in time (a greedy pass over them runs on one
+    thread), one far out (2^40: the parts are then cut by sorting, not by
+    counting instants), with never-live and zero-size rows: a trace whose
+    whole greedy passes take the threads part by part (docs/strategies.md
+    §2, "Time parts")."""
+    rng = np.random.default_rng(seed)
+    burst = rng.integers(0, 7, n)
+    start = np.where(burst == 6, 1 << 40, burst * 5000)
+    lower = start + rng.integers(0, 300, n)
+    length = rng.integers(1, 2000, n)
+    kind = rng.choice(3, size=n, p=[0.96, 0.02, 0.02])
+    length = np.where(kind == 1, 0, length)                      # never live
+    size = rng.integers(1, 1 << 20, n)
+    size = np.where(kind == 2, 0, size)                          # zero-size
+    return lower, lower + length, size
+
+
+@pytest.mark.parametrize("fit", ["best", "first"])
+def test_pass_by_time_parts_equals_the_specification(fit):
+    """A whole pass over a dense trace that falls apart in time places each
+    part on its own, the parts on the threads at once: the offsets must be
+    the specification's, and the work the one-thread pass's (checked across
+    thread counts in test_thread_count_changes_nothing)."""
+    lower, upper, size = parted(17000, seed=3)
+    hook = _core._parts_pass(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), fit,
+                             2**64 - 1)
+    assert hook["takes_parts"]  # else this tests the one-thread pass again
+    got = mm.place(lower, upper, size, "greedy_by_size", 16, fit=fit)
+    assert np.array_equal(np.asarray(got.offsets, np.int64), greedy_spec(lower, upper, size, 16, fit))
+
+
+@pytest.mark.parametrize("fit", ["best", "first"])
+def test_closing_pass_by_parts_is_whole_or_given_up(fit):
+    """auto's closing pass on such a trace (a run bound by its passes) goes
+    part by part, the part with the highest peak first, and stops once one
+    passes the limit: within the limit it must be the whole pass (offsets,
+    end, work), past it given up, wherever the limit falls."""
+    lower, upper, size = parted(17000, seed=4)
+    live = lower < upper  # place() leaves never-live rows out; the hook would charge them a step each
+    lower, upper, size = (v[live].astype(np.uint64) for v in (lower, upper, size))
+    whole = mm.place(lower, upper, size, "greedy_by_size", fit=fit)
+    for limit in (2**64 - 1, whole.size):
+        r = _core._parts_pass(lower, upper, size, fit, limit)
+        assert r["takes_parts"] and r["answered"] and not r["abandoned"]
+        assert r["end"] == whole.size and r["work"] == whole.work
+        assert np.array_equal(r["offsets"], whole.offsets)
+    for limit in (whole.size - 1, whole.size // 2, 0):
+        r = _core._parts_pass(lower, upper, size, fit, limit)
+        assert r["answered"] and r["abandoned"]
+    # One buffer living throughout joins the parts into one: passes stay whole.
+    joined = (np.append(v, x).astype(np.uint64) for v, x in ((lower, 0), (upper, 2**40 + 4000), (size, 1)))
+    assert not _core._parts_pass(*joined, fit, 2**64 - 1)["takes_parts"]
 
 
 def dense(n, seed):
@@ -305,6 +361,15 @@ record("uniform auto 1000", mm.place(lower, upper, size, "auto", time_budget_ms=
 # wider peak windows with what they leave.
 lower, upper, size = st.lognormal(80000, 31)
 record("lognormal auto default", mm.place(lower, upper, size, "auto"), verdicts=False)
+# Dense bursts apart in time: whole passes take the threads part by part,
+# and the default run (bound by its passes) checks greedy by size with best
+# fit part by part beside its first pass, given up once a part passes the
+# answer (docs/strategies.md §2, "Time parts"). One thread: whole passes.
+lower, upper, size = st.bursty(40000, 1, centers=10)
+for fit in ("best", "first"):
+    record(f"bursty parts greedy_by_size {{fit}}", mm.place(lower, upper, size, "greedy_by_size", fit=fit),
+           verdicts=False)
+record("bursty parts auto default", mm.place(lower, upper, size), verdicts=False)
 # Time sections whose later sections are searched (the preorders side by
 # side) and window neighbourhoods searched one ahead: an unflushed 1F1B trace.
 import workload_traces as wt
@@ -328,8 +393,9 @@ def test_thread_count_changes_nothing():
     depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 2 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 3 + 2 + 12
     assert results[0]["lognormal auto default"][3] == "peak_window"
+    assert results[0]["bursty parts auto default"][3] == "time_sections"
     assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won
 
 

@@ -8,6 +8,9 @@
 #include "numpy_convert.hpp"
 #include "emel/memory/placement/placement.hpp"
 
+#include <optional>
+#include <string>
+
 namespace py = pybind11;
 using namespace emel::memory;
 using namespace emel_bindings;
@@ -125,5 +128,39 @@ void bind_test_hooks(py::module_& m) {
         py::arg("search_whole_up_to"), py::arg("section_rows"),
         "place_by_sections on rows (alignment 1) from first fit by size, components searched whole up to "
         "`search_whole_up_to` rows, larger ones rolled through in sections of about `section_rows`.");
+
+
+    // For tests of greedy passes by time parts (docs/strategies.md §2); not public API.
+    m.def(
+        "_parts_pass",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, const std::string& fit,
+           uint64_t limit) {
+            const Buffers b = rows_as_buffers(lower, upper, size);
+            const Fit f = fit == "first" ? Fit::First : Fit::Best;
+            bool takes_parts = false;
+            std::optional<Placement> p;
+            {
+                py::gil_scoped_release release;
+                const std::vector<uint32_t> order = order_by_size(b);
+                takes_parts = greedy_takes_parts(b, order);
+                PartsPass pass(b, order, f);
+                p = pass.unless_above(limit);
+            }
+            py::dict out;
+            out["takes_parts"] = takes_parts;
+            out["answered"] = p.has_value();
+            if (p) {
+                out["abandoned"] = p->abandoned;
+                out["end"] = p->end;
+                out["work"] = p->work;
+                out["offsets"] = to_numpy(p->offset);
+            }
+            return out;
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("fit"), py::arg("limit"),
+        "greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past "
+        "`limit`: whether a whole pass takes parts, and the answer (none where it failed).");
 
 }

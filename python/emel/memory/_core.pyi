@@ -142,6 +142,9 @@ class PoolingAllocator:
     def stats(self) -> dict: ...
     def trim(self) -> None: ...
 
+def _parts_pass(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], fit: str, limit: typing.SupportsInt | typing.SupportsIndex) -> dict:
+    """greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past `limit`: whether a whole pass takes parts, and the answer (none where it failed)."""
+
 def _peak_window(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], max_buffers: typing.SupportsInt | typing.SupportsIndex, time_budget_ms: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """auto's peak window on rows (alignment 1): the window, the exact search's placement of it, and every row placed around it by first fit."""
 

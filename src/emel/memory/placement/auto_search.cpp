@@ -220,6 +220,7 @@ class AutoRun {
             else best_order_.clear();
             // The side pass will be given up above to_win() or lower.
             if (size_best_fit_ahead_) size_best_fit_ahead_->lower_limit(to_win());
+            if (size_best_fit_parts_) size_best_fit_parts_->lower_limit(to_win());
         }
     }
     // Every pass after the first costs about what the first did (pass_):
@@ -234,7 +235,15 @@ class AutoRun {
     bool worth_a_pass() const { return !done() && room_for_a_pass(); }
     // Greedy by size with best fit, given up above `limit`: the side pass's
     // where one ran ahead (then done with), else run here.
-    Placement size_best_fit(uint64_t limit) {
+    // `uncounted`: the caller counts no work for it where it loses
+    // (last_single_pass), so the pass in parts may answer.
+    Placement size_best_fit(uint64_t limit, bool uncounted = false) {
+        if (size_best_fit_parts_) {
+            std::optional<Placement> p;
+            if (uncounted) p = size_best_fit_parts_->unless_above(limit);
+            size_best_fit_parts_.reset();
+            if (p) return std::move(*p);
+        }
         if (size_best_fit_ahead_) {
             std::optional<Placement> p = size_best_fit_ahead_->given_up_above(limit);
             size_best_fit_ahead_.reset();
@@ -269,7 +278,8 @@ class AutoRun {
     // 16,384 buffers or more, two threads or more, and not running or
     // taken already.
     void run_size_best_fit_ahead_beside(const std::vector<uint32_t>& order) {
-        if (size_best_fit_ahead_ || size_best_fit_ran_ || by_size_.empty() || b_.count() < kSideBySideFrom ||
+        if (size_best_fit_ahead_ || size_best_fit_ran_ || size_best_fit_parts_ || by_size_.empty() ||
+            b_.count() < kSideBySideFrom ||
             placement_threads() < 2 || !greedy_runs_on_one_thread(b_, order))
             return;
         size_best_fit_ahead_ = std::make_unique<SidePass>(b_, by_size_, Fit::Best, to_win());
@@ -299,6 +309,9 @@ class AutoRun {
     // where the passes run on one thread (declared after its order:
     // destroyed first).
     std::unique_ptr<SidePass> size_best_fit_ahead_;
+    // Or in time parts, beside a first pass that takes them, for a run
+    // bound by its passes, whose last_single_pass alone takes it (start()).
+    std::unique_ptr<PartsPass> size_best_fit_parts_;
     std::optional<Placement> first_pass_;  // the first pass, where it lost to slots or best_fit
     std::optional<PeakWindows> windows_;  // the sweep, made for the first window
     size_t last_window_ = 0;              // buffers in the last window tried
@@ -334,8 +347,15 @@ void AutoRun::start() {
     }
     by_size_ = order_by_size(b_);
     // Beside the first pass and what follows (on dense traces of 10^5
-    // buffers each pass by size takes seconds).
-    run_size_best_fit_ahead_beside(by_size_);
+    // buffers each pass by size takes seconds). Where the first pass takes
+    // the threads part by part (a trace that falls apart in time) and the
+    // run may be bound by its passes (the policy, more than 16,384
+    // buffers), part by part instead (PartsPass; kept only where the run
+    // is bound by its passes, below).
+    if (policy && b_.count() > kSearchUpTo && greedy_takes_parts(b_, by_size_))
+        size_best_fit_parts_ = std::make_unique<PartsPass>(b_, by_size_, Fit::Best);
+    else
+        run_size_best_fit_ahead_beside(by_size_);
     // The first pass is the one huge traces may be left with (a pass over
     // Y_1 or 10^6 buffers takes seconds): first fit by size, which is never
     // worse than best fit by size on the idealloc traces and the synthetic
@@ -365,6 +385,15 @@ void AutoRun::start() {
         first_pass_ = first_pass;
     consider(std::move(first_pass), &by_size_);
     start_end_ = best_.end;
+    // A run bound by its passes takes greedy by size with best fit only at
+    // its end, and only to check that it does not win: it goes on part by
+    // part (PartsPass), given up as soon as one part passes the answer.
+    // Any other run takes it in the later passes, where its work counts up
+    // to where it is given up: the side pass, from here.
+    if (size_best_fit_parts_ && !pass_bound()) {
+        size_best_fit_parts_.reset();
+        run_size_best_fit_ahead_beside(by_size_);
+    }
 }
 
 // Small instances the first passes leave above the bound (most models'
@@ -667,13 +696,14 @@ void AutoRun::local_search() {
 // the answer is what it was, so is the work.
 void AutoRun::last_single_pass() {
     if (size_best_fit_ran_ || best_.end <= proven_) return;
-    Placement p = size_best_fit(to_win());
+    Placement p = size_best_fit(to_win(), true);
     if (p.abandoned || p.end >= best_.end) p.work = 0;
     consider(std::move(p), &by_size_);
 }
 
 Placement AutoRun::finish() {
     size_best_fit_ahead_.reset();  // not taken (the answer is proven optimal): stopped
+    size_best_fit_parts_.reset();
     best_.work = work_;
     best_.proven_bound = std::max(best_.proven_bound, proven_);
     return std::move(best_);

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emel/memory/core/strategy.hpp"
@@ -121,6 +125,38 @@ Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& o
 // (dense traces; judged on a sample of batches), or the pass is too small
 // or has partners to take in batches.
 bool greedy_runs_on_one_thread(const Buffers& b, const std::vector<uint32_t>& order);
+// Whether a whole place_greedy in `order` takes the threads part by part:
+// a trace that falls apart in time, whose parts are placed at once, each on
+// its own (greedy_by_size.cpp; docs/strategies.md §2, "Time parts").
+bool greedy_takes_parts(const Buffers& b, const std::vector<uint32_t>& order);
+// A greedy pass over such a trace's parts run ahead on a thread of its own,
+// for a caller that charges nothing for a pass given up (auto's closing
+// pass): the part with the highest peak of live bytes at once, the others,
+// highest first, once the caller gives a limit (lower_limit: it only
+// falls); each is given up, and the rest not run, once one ends past it.
+// `b` and `order` must outlive it.
+class PartsPass {
+  public:
+    PartsPass(const Buffers& b, const std::vector<uint32_t>& order, Fit fit);
+    ~PartsPass();
+    PartsPass(const PartsPass&) = delete;
+    PartsPass& operator=(const PartsPass&) = delete;
+    void lower_limit(uint64_t limit);
+    // Within `limit`, place_greedy(b, order, fit)'s answer (offsets, end,
+    // work); past it, abandoned (no end or work of use); none where the
+    // pass failed (the caller runs it). Taken once.
+    std::optional<Placement> unless_above(uint64_t limit);
+
+  private:
+    std::atomic<uint64_t> limit_{UINT64_MAX};
+    std::atomic<bool> cancel_{false};
+    std::atomic<uint64_t> highest_{0};  // the highest end of the parts done
+    std::mutex mutex_;  // limit_known_, and cancel_ and limit_ as told_ waits on them
+    std::condition_variable told_;
+    bool limit_known_ = false;
+    std::optional<Placement> answer_;
+    std::thread thread_;
+};
 // §3: the online best-fit allocator, the best_fit strategy (online_best_fit.cpp):
 // not greedy's best-fit gap choice (Fit::Best in place_greedy).
 Placement place_online_best_fit(const Buffers& b);
