@@ -121,15 +121,15 @@ def test_ends_past_32_bits_equal_the_specification():
     assert huge.offsets.tolist() == [2**33 + 1, 0, 2**34 + 1]
 
 
-def parted(n, seed):
+def parted(n, seed, far=True):
     """Dense bursts apart in time (a greedy pass over them runs on one
     thread), one far out (2^40: the parts are then cut by sorting, not by
-    counting instants), with never-live and zero-size rows: a trace whose
-    whole greedy passes take the threads part by part (docs/strategies.md
-    §2, "Time parts")."""
+    counting instants), with zero-size rows and never-live ones (which
+    place() leaves out): a trace whose whole greedy passes take the threads
+    part by part (docs/strategies.md §2, "Time parts")."""
     rng = np.random.default_rng(seed)
     burst = rng.integers(0, 7, n)
-    start = np.where(burst == 6, 1 << 40, burst * 5000)
+    start = np.where((burst == 6) & far, 1 << 40, burst * 5000)
     lower = start + rng.integers(0, 300, n)
     length = rng.integers(1, 2000, n)
     kind = rng.choice(3, size=n, p=[0.96, 0.02, 0.02])
@@ -153,13 +153,14 @@ def test_pass_by_time_parts_equals_the_specification(fit):
     assert np.array_equal(np.asarray(got.offsets, np.int64), greedy_spec(lower, upper, size, 16, fit))
 
 
+@pytest.mark.parametrize("far", [True, False], ids=["sorted", "counted"])
 @pytest.mark.parametrize("fit", ["best", "first"])
-def test_closing_pass_by_parts_is_whole_or_given_up(fit):
+def test_closing_pass_by_parts_is_whole_or_given_up(fit, far):
     """auto's closing pass on such a trace (a run bound by its passes) goes
     part by part, the part with the highest peak first, and stops once one
     passes the limit: within the limit it must be the whole pass (offsets,
     end, work), past it given up, wherever the limit falls."""
-    lower, upper, size = parted(17000, seed=4)
+    lower, upper, size = parted(17000, seed=4, far=far)
     live = lower < upper  # place() leaves never-live rows out; the hook would charge them a step each
     lower, upper, size = (v[live].astype(np.uint64) for v in (lower, upper, size))
     whole = mm.place(lower, upper, size, "greedy_by_size", fit=fit)
@@ -172,7 +173,7 @@ def test_closing_pass_by_parts_is_whole_or_given_up(fit):
         r = _core._parts_pass(lower, upper, size, fit, limit)
         assert r["answered"] and r["abandoned"]
     # One buffer living throughout joins the parts into one: passes stay whole.
-    joined = (np.append(v, x).astype(np.uint64) for v, x in ((lower, 0), (upper, 2**40 + 4000), (size, 1)))
+    joined = (np.append(v, x).astype(np.uint64) for v, x in ((lower, 0), (upper, int(upper.max())), (size, 1)))
     assert not _core._parts_pass(*joined, fit, 2**64 - 1)["takes_parts"]
 
 
