@@ -207,6 +207,27 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
 // buffers outside the index: one thread keeps their checks simple).
 bool in_batches(const Buffers& b) { return b.count() >= kParallelFrom && !b.has_partners(); }
 
+// The buffers `rows` of `b` (no partners) as an instance of their own, in
+// that order (`into`'s vectors reused); on `pool`'s threads where given.
+void copy_rows(const Buffers& b, const std::vector<uint32_t>& rows, Buffers& into, WorkerPool* pool = nullptr) {
+    const size_t m = rows.size();
+    into.lower.resize(m);
+    into.upper.resize(m);
+    into.size.resize(m);
+    into.alignment.resize(m);
+    into.rank.resize(m);
+    in_ranges(pool, m, [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) {
+            const uint32_t x = rows[i];
+            into.lower[i] = b.lower[x];
+            into.upper[i] = b.upper[x];
+            into.size[i] = b.size[x];
+            into.alignment[i] = b.alignment[x];
+            into.rank[i] = b.rank[x];
+        }
+    });
+}
+
 // From this many buffers a pass copies them in its order first (below).
 constexpr size_t kInOrderFrom = 4096;
 
@@ -291,21 +312,7 @@ Placement place_greedy_in_order(const Buffers& b, const std::vector<uint32_t>& o
         return place_greedy_indexed(b, order, fit, give_up_above, pool, dense, record);
     const size_t m = order.size();
     Buffers in_order;
-    in_order.lower.resize(m);
-    in_order.upper.resize(m);
-    in_order.size.resize(m);
-    in_order.alignment.resize(m);
-    in_order.rank.resize(m);
-    in_ranges(pool, m, [&](size_t from, size_t to) {
-        for (size_t i = from; i < to; ++i) {
-            const uint32_t x = order[i];
-            in_order.lower[i] = b.lower[x];
-            in_order.upper[i] = b.upper[x];
-            in_order.size[i] = b.size[x];
-            in_order.alignment[i] = b.alignment[x];
-            in_order.rank[i] = b.rank[x];
-        }
-    });
+    copy_rows(b, order, in_order, pool);
     std::vector<uint32_t> in_turn(m);
     std::iota(in_turn.begin(), in_turn.end(), 0u);
     Placement placed;
@@ -531,21 +538,8 @@ std::optional<Placement> place_greedy_in_parts(const Buffers& b, const std::vect
                 break;
             }
             const uint32_t c = part_order[k];
-            const std::vector<uint32_t>& rows = members[c];
-            const size_t m = rows.size();
-            part.lower.resize(m);
-            part.upper.resize(m);
-            part.size.resize(m);
-            part.alignment.resize(m);
-            part.rank.resize(m);
-            for (size_t i = 0; i < m; ++i) {
-                const uint32_t x = rows[i];
-                part.lower[i] = b.lower[x];
-                part.upper[i] = b.upper[x];
-                part.size[i] = b.size[x];
-                part.alignment[i] = b.alignment[x];
-                part.rank[i] = b.rank[x];
-            }
+            const size_t m = members[c].size();
+            copy_rows(b, members[c], part);
             in_turn.resize(m);
             std::iota(in_turn.begin(), in_turn.end(), 0u);
             try {
