@@ -129,7 +129,6 @@ void bind_test_hooks(py::module_& m) {
         "place_by_sections on rows (alignment 1) from first fit by size, components searched whole up to "
         "`search_whole_up_to` rows, larger ones rolled through in sections of about `section_rows`.");
 
-
     // For tests of greedy passes by time parts (docs/strategies.md §2); not public API.
     m.def(
         "_parts_pass",
@@ -162,5 +161,4 @@ void bind_test_hooks(py::module_& m) {
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("fit"), py::arg("limit"),
         "greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past "
         "`limit`: whether a whole pass takes parts, and the answer (none where it failed).");
-
 }

@@ -207,27 +207,6 @@ void place_greedy_batched(const Buffers& b, const std::vector<uint32_t>& order, 
 // buffers outside the index: one thread keeps their checks simple).
 bool in_batches(const Buffers& b) { return b.count() >= kParallelFrom && !b.has_partners(); }
 
-// The buffers `rows` of `b` (no partners) as an instance of their own, in
-// that order (`into`'s vectors reused); on `pool`'s threads where given.
-void copy_rows(const Buffers& b, const std::vector<uint32_t>& rows, Buffers& into, WorkerPool* pool = nullptr) {
-    const size_t m = rows.size();
-    into.lower.resize(m);
-    into.upper.resize(m);
-    into.size.resize(m);
-    into.alignment.resize(m);
-    into.rank.resize(m);
-    in_ranges(pool, m, [&](size_t from, size_t to) {
-        for (size_t i = from; i < to; ++i) {
-            const uint32_t x = rows[i];
-            into.lower[i] = b.lower[x];
-            into.upper[i] = b.upper[x];
-            into.size[i] = b.size[x];
-            into.alignment[i] = b.alignment[x];
-            into.rank[i] = b.rank[x];
-        }
-    });
-}
-
 // From this many buffers a pass copies them in its order first (below).
 constexpr size_t kInOrderFrom = 4096;
 
@@ -330,6 +309,25 @@ Placement place_greedy_in_order(const Buffers& b, const std::vector<uint32_t>& o
 }
 
 }  // namespace
+
+void copy_rows(const Buffers& b, const std::vector<uint32_t>& rows, Buffers& into, WorkerPool* pool) {
+    const size_t m = rows.size();
+    into.lower.resize(m);
+    into.upper.resize(m);
+    into.size.resize(m);
+    into.alignment.resize(m);
+    into.rank.resize(m);
+    in_ranges(pool, m, [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) {
+            const uint32_t x = rows[i];
+            into.lower[i] = b.lower[x];
+            into.upper[i] = b.upper[x];
+            into.size[i] = b.size[x];
+            into.alignment[i] = b.alignment[x];
+            into.rank[i] = b.rank[x];
+        }
+    });
+}
 
 Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& order, Fit fit,
                                 GreedyRecord& record) {

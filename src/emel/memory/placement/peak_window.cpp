@@ -22,17 +22,10 @@ Buffers cut_to_window(const Buffers& b, const std::vector<uint32_t>& members, ui
     // instance is valid for their full lifetimes.
     Buffers s;
     const size_t m = members.size();
-    s.lower.resize(m);
-    s.upper.resize(m);
-    s.size.resize(m);
-    s.alignment.resize(m);
-    s.rank.resize(m);
+    copy_rows(b, members, s);
     for (size_t k = 0; k < m; ++k) {
-        const uint32_t x = members[k];
-        s.lower[k] = std::max(b.lower[x], from);
-        s.upper[k] = std::min(b.upper[x], to);
-        s.size[k] = b.size[x];
-        s.alignment[k] = b.alignment[x];
+        s.lower[k] = std::max(s.lower[k], from);
+        s.upper[k] = std::min(s.upper[k], to);
     }
     // Ranks stay in the instance's tie-break order, renumbered 0..m-1.
     std::vector<uint32_t> by_rank(m);

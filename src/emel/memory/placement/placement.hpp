@@ -93,6 +93,11 @@ std::vector<uint32_t> order_by_lifetime(const Buffers& b);  // §4
 std::vector<uint32_t> order_by_conflict_size(const Buffers& b);  // §4
 std::vector<uint32_t> order_by_live_peak(const Buffers& b);  // §4
 
+class WorkerPool;
+// The buffers `rows` of `b` as an instance of their own, in that order
+// (`into`'s vectors reused), on `pool`'s threads where given: lifetimes,
+// sizes, alignments and b's ranks (not renumbered); no partners.
+void copy_rows(const Buffers& b, const std::vector<uint32_t>& rows, Buffers& into, WorkerPool* pool = nullptr);
 // §2: greedy placement in a given order (greedy_by_size.cpp). A pass whose
 // end passes `give_up_above` stops there, `abandoned` (auto's passes that can
 // no longer win: their work is charged up to that point). `expected_work`:
