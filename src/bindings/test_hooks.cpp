@@ -6,6 +6,7 @@
 
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
+#include "emel/memory/placement/neighbourhood_search.hpp"
 #include "emel/memory/placement/placement.hpp"
 
 #include <optional>
@@ -161,4 +162,37 @@ void bind_test_hooks(py::module_& m) {
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("fit"), py::arg("limit"),
         "greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past "
         "`limit`: whether a whole pass takes parts, and the answer (none where it failed).");
+    // For tests of the neighbourhood search around the peak (docs/strategies.md §5); not public API.
+    m.def(
+        "_neighbourhoods",
+        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
+           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, uint64_t budget) {
+            const Buffers b = rows_as_buffers(lower, upper, size);
+            Placement p;
+            uint64_t start_end = 0, work = 0;
+            std::vector<exact::NeighbourhoodTried> tried;
+            {
+                py::gil_scoped_release release;
+                p = place_greedy(b, order_by_size(b), Fit::First);
+                start_end = p.end;
+                const exact::CanonicalInstance instance(b);
+                exact::run_with_stack_for(instance.active.size(), [&] {
+                    exact::improve_peak(instance, p, peak_live_bytes(b), budget, work, &tried);
+                });
+            }
+            py::list attempts;
+            for (const auto& t : tried) attempts.append(py::make_tuple(t.freed, t.share, t.spent, t.found));
+            py::dict out;
+            out["start_end"] = start_end;
+            out["offsets"] = to_numpy(p.offset);
+            out["end"] = p.end;
+            out["work"] = work;
+            out["attempts"] = attempts;
+            return out;
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("budget"),
+        "improve_peak on rows (alignment 1) from first fit by size, with `budget` work units: the placement, "
+        "the work charged and every neighbourhood searched, in turn, as (buffers freed, share, work done, "
+        "found).");
 }

@@ -142,6 +142,9 @@ class PoolingAllocator:
     def stats(self) -> dict: ...
     def trim(self) -> None: ...
 
+def _neighbourhoods(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], budget: typing.SupportsInt | typing.SupportsIndex) -> dict:
+    """improve_peak on rows (alignment 1) from first fit by size, with `budget` work units: the placement, the work charged and every neighbourhood searched, in turn, as (buffers freed, share, work done, found)."""
+
 def _parts_pass(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], fit: str, limit: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past `limit`: whether a whole pass takes parts, and the answer (none where it failed)."""
 

@@ -443,6 +443,10 @@ class CanonicalSearch {
             unplace(x, mark_min, mark_floor);
             state_ = state_before;
             if (r != Outcome::Infeasible) return r;
+            // A node's children can cost far more than the node (each placed
+            // child rescans its raised neighbours' sections): the limit holds
+            // between them too.
+            if (ops_ > ops_limit_) return Outcome::OutOfBudget;
             // Nothing unplaced lives beside x: it constrained no one, so the
             // failure below does not depend on choosing x; other choices fail too.
             if (hatless) break;

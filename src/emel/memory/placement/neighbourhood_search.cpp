@@ -42,7 +42,8 @@ uint64_t neighbourhood_share(uint64_t m) { return std::max<uint64_t>(uint64_t{1}
 // round would search the same neighbourhoods again (the highest tops are
 // the same, and few buffers reach the top), while the ladder's attempts,
 // which keep their failures, resume where they stopped.
-void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uint64_t budget, uint64_t& work) {
+void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uint64_t budget, uint64_t& work,
+                  std::vector<NeighbourhoodTried>* tried) {
     const Buffers& b = in.b;
     const size_t n = in.active.size();
     if (n < 2) return;
@@ -82,7 +83,12 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         const uint64_t share = std::min<uint64_t>(budget - (work - start), neighbourhood_share(k));
         uint64_t spent = 0;
         const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
-        work += std::min(spent, share);  // as the race charges: a search stops within a node of its share
+        // As the race charges: a search stops within a child of its share.
+        work += std::min(spent, share);
+        if (tried) {
+            const auto freed = static_cast<size_t>(std::count(free.begin(), free.end(), uint8_t{1}));
+            tried->push_back({freed, share, spent, r == Outcome::Found});
+        }
         if (r == Outcome::Found) {
             uint64_t end = 0;
             for (uint32_t x : in.active) end = std::max(end, offsets[x] + b.size[x]);
