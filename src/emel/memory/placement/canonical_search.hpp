@@ -86,29 +86,67 @@ struct CanonicalInstance {
         from.assign(n, 0);
         to.assign(n, 0);
         in_section.resize(sections);
+        // Each section's list sized first (a difference array over the
+        // spans), then filled in buffer order.
+        std::vector<uint32_t> members(sections + 1, 0);
         for (uint32_t x : active) {
             from[x] = static_cast<uint32_t>(std::upper_bound(ends.begin(), ends.end(), b_.lower[x]) - ends.begin());
             to[x] = static_cast<uint32_t>(std::lower_bound(ends.begin(), ends.end(), b_.upper[x]) - ends.begin()) + 1;
-            for (uint32_t s = from[x]; s < to[x]; ++s) in_section[s].push_back(x);
+            ++members[from[x]];
+            --members[to[x]];
         }
+        uint32_t live = 0;
+        for (size_t s = 0; s < sections; ++s) {
+            live += members[s];  // a decrement wraps back, as unsigned sums do
+            in_section[s].reserve(live);
+        }
+        for (uint32_t x : active)
+            for (uint32_t s = from[x]; s < to[x]; ++s) in_section[s].push_back(x);
         // Conflicts by a sweep in start order (each pair once: a buffer meets
-        // the later-starting ones that start before it ends), then each list
-        // in buffer order by one pass over the buffers in that order (y joins
-        // the list of every buffer it met, the relation being symmetric):
-        // O(n log n + pairs), not n^2, and no sort of each list.
-        std::vector<std::vector<uint32_t>> met(n);
+        // the later-starting ones that start before it ends), twice: counting
+        // each list's length, then filling the lists, sized once; then each
+        // list in buffer order (a bitmap of the buffers where the list is
+        // long, a sort where short): O(n log n + pairs + n^2/64).
         std::vector<uint32_t> by_start = active;
         std::stable_sort(by_start.begin(), by_start.end(),
                          [&](uint32_t x, uint32_t y) { return b_.lower[x] < b_.lower[y]; });
-        for (size_t i = 0; i < by_start.size(); ++i)
-            for (size_t j = i + 1; j < by_start.size() && b_.lower[by_start[j]] < b_.upper[by_start[i]]; ++j) {
-                met[by_start[i]].push_back(by_start[j]);
-                met[by_start[j]].push_back(by_start[i]);
+        std::vector<uint64_t> start_of(by_start.size());
+        for (size_t i = 0; i < by_start.size(); ++i) start_of[i] = b_.lower[by_start[i]];
+        auto sweep = [&](auto&& meet) {
+            for (size_t i = 0; i < by_start.size(); ++i) {
+                const uint64_t end = b_.upper[by_start[i]];
+                for (size_t j = i + 1; j < by_start.size() && start_of[j] < end; ++j) meet(by_start[i], by_start[j]);
             }
+        };
+        std::vector<uint32_t> filled(n, 0);
+        sweep([&](uint32_t x, uint32_t y) {
+            ++filled[x];
+            ++filled[y];
+        });
         conflicts.resize(n);
-        for (uint32_t x : active) conflicts[x].reserve(met[x].size());
-        for (uint32_t y : active)  // ascending
-            for (uint32_t x : met[y]) conflicts[x].push_back(y);
+        for (uint32_t x : active) {
+            conflicts[x].resize(filled[x]);
+            filled[x] = 0;
+        }
+        sweep([&](uint32_t x, uint32_t y) {
+            conflicts[x][filled[x]++] = y;
+            conflicts[y][filled[y]++] = x;
+        });
+        std::vector<uint64_t> bits((n + 63) / 64, 0);
+        for (uint32_t x : active) {
+            std::vector<uint32_t>& list = conflicts[x];
+            if (list.size() * 4 < bits.size()) {
+                std::sort(list.begin(), list.end());
+                continue;
+            }
+            for (uint32_t y : list) bits[y >> 6] |= uint64_t{1} << (y & 63);
+            size_t k = 0;
+            for (size_t w = 0; w < bits.size(); ++w) {
+                for (uint64_t word = bits[w]; word != 0; word &= word - 1)
+                    list[k++] = static_cast<uint32_t>(w * 64 + static_cast<unsigned>(__builtin_ctzll(word)));
+                bits[w] = 0;
+            }
+        }
         if (b_.has_partners())
             for (uint32_t x : active)
                 for (uint32_t y : b_.partners[x])
@@ -191,10 +229,15 @@ class CanonicalSearch {
     // `given`, when set, holds each buffer's obstacles from outside the
     // instance ((offset, top) pairs), for an instance of free buffers only.
     // `cancel`, when set, stops the search (out of budget) once it holds 0.
+    // `by_fixed`, when set (and `given` is not), holds the searched buffers
+    // sorted by their (offset, top) in `fixed`: a free buffer with many
+    // conflicts then gathers its obstacles in order by one walk over it
+    // instead of sorting them (the same lists, charged the same).
     Outcome run_around(uint64_t capacity, int heuristic, uint64_t limit, const std::vector<uint8_t>& free,
                        const std::vector<uint64_t>& fixed, std::vector<uint64_t>& offsets, uint64_t& work,
                        const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* given = nullptr,
-                       const std::atomic<uint64_t>* cancel = nullptr) {
+                       const std::atomic<uint64_t>* cancel = nullptr,
+                       const std::vector<uint32_t>* by_fixed = nullptr) {
         reset(capacity, heuristic, limit, cancel, nullptr, offsets);
         ops_ += in_.n + in_.sections;  // the state set afresh
         obstacles_.resize(in_.n);
@@ -207,16 +250,34 @@ class CanonicalSearch {
             placed_[x] = 1;
             set_open(x, UINT64_MAX);
             offsets[x] = fixed[x];
-            for (uint32_t s = in_.from[x]; s < in_.to[x]; ++s) total_[s] -= in_.b.size[x];
-            for (uint32_t c = in_.from[x]; c + 1 < in_.to[x]; ++c) --cuts_[c];
         }
+        // The unplaced bytes of each section and the unplaced buffers across
+        // each cut: the free buffers' alone, summed afresh, not the fixed
+        // ones' taken off (they may span every section; the same values).
+        std::fill(total_.begin(), total_.end(), 0);
+        std::fill(cuts_.begin(), cuts_.end(), 0);
+        for (uint32_t y : part.buffers) {
+            for (uint32_t s = in_.from[y]; s < in_.to[y]; ++s) total_[s] += in_.b.size[y];
+            for (uint32_t c = in_.from[y]; c + 1 < in_.to[y]; ++c) ++cuts_[c];
+        }
+        if (by_fixed && conflict_mark_.size() != in_.n) conflict_mark_.assign(in_.n, 0);
         for (uint32_t y : part.buffers) {
             auto& obs = obstacles_[y];
             obs.clear();
-            for (uint32_t z : in_.conflicts[y])
-                if (!free[z]) obs.emplace_back(fixed[z], fixed[z] + in_.b.size[z]);
-            if (given) obs.insert(obs.end(), (*given)[y].begin(), (*given)[y].end());
-            std::sort(obs.begin(), obs.end());
+            const std::vector<uint32_t>& conflicts = in_.conflicts[y];
+            // Sorting c obstacles costs about c·log2(c) steps; the walk, one a searched buffer.
+            if (by_fixed && !given && conflicts.size() * 8 > by_fixed->size()) {
+                ++mark_;
+                for (uint32_t z : conflicts)
+                    if (!free[z]) conflict_mark_[z] = mark_;
+                for (uint32_t z : *by_fixed)
+                    if (conflict_mark_[z] == mark_) obs.emplace_back(fixed[z], fixed[z] + in_.b.size[z]);
+            } else {
+                for (uint32_t z : conflicts)
+                    if (!free[z]) obs.emplace_back(fixed[z], fixed[z] + in_.b.size[z]);
+                if (given) obs.insert(obs.end(), (*given)[y].begin(), (*given)[y].end());
+                std::sort(obs.begin(), obs.end());
+            }
             ops_ += 2 * (in_.conflicts[y].size() + obs.size());
             min_offset_[y] = clear_of_obstacles(y, 0);
             set_open(y, min_offset_[y]);
@@ -627,6 +688,8 @@ class CanonicalSearch {
     StateKey state_;
     std::vector<StateKey> state_keys_;
     std::vector<std::vector<std::pair<uint64_t, uint64_t>>> obstacles_;
+    std::vector<uint64_t> conflict_mark_;  // run_around(): == mark_ for a free buffer's fixed conflicts
+    uint64_t mark_ = 0;
 };
 
 }  // namespace emel::memory::exact

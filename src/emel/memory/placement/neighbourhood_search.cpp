@@ -55,7 +55,17 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     size_t m = 16;
     int step = 0;  // neighbourhood x preorder
     const uint64_t start = work;
+    // The searched buffers by (offset, top) in the best placement, for
+    // run_around to gather obstacles in order; sorted again when it changes.
+    std::vector<uint32_t> by_offset;
     while (best.end > lo && work - start < budget) {
+        if (by_offset.empty()) {
+            by_offset = in.active;
+            std::sort(by_offset.begin(), by_offset.end(), [&](uint32_t x, uint32_t y) {
+                const uint64_t ox = best.offset[x], oy = best.offset[y];
+                return ox != oy ? ox < oy : ox + b.size[x] < oy + b.size[y];
+            });
+        }
         const uint64_t capacity = best.end - 1;
         const int kind = step % 2, heuristic = step / 2;
         // What reaches above the capacity cannot stay: always freed.
@@ -82,7 +92,8 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
         if (work - start >= budget) break;
         const uint64_t share = std::min<uint64_t>(budget - (work - start), neighbourhood_share(k));
         uint64_t spent = 0;
-        const Outcome r = search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent);
+        const Outcome r =
+            search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent, nullptr, nullptr, &by_offset);
         // As the race charges: a search stops within a child of its share.
         work += std::min(spent, share);
         if (tried) {
@@ -95,6 +106,7 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
             best.offset = offsets;  // the rows outside the search at 0, as the ladder leaves them
             best.end = end;
             best.method = "neighbourhood_search";
+            by_offset.clear();
             m = 16;
             step = 0;
             continue;
