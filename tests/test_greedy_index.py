@@ -377,6 +377,11 @@ import workload_traces as wt
 lower, upper, size = wt.generate("pipeline_1f1b_noflush", 21504, 3)
 for strategy in ("auto", "optimal"):
     record(f"1f1b {{strategy}} 600", mm.place(lower, upper, size, strategy, time_budget_ms=600))
+# auto's local search two rounds at once (two threads or more), the second
+# dropped where the first is taken: a KV-cache trace whose walk takes 5 of
+# some 370 rounds.
+lower, upper, size = wt.generate("kv_realloc", 6000, 7)
+record("kv_realloc auto 500", mm.place(lower, upper, size, "auto", time_budget_ms=500), verdicts=False)
 # The exact search races its three preorders on a thread each past 64 buffers
 # (D: many decisions cut by the budget, searches cancelled by a faster one).
 for name in ("D", "G", "H", "K"):
@@ -389,12 +394,13 @@ print(json.dumps(out))
 
 
 def test_thread_count_changes_nothing():
-    """The greedy passes (past 16,384 buffers), auto's side pass and the exact
-    search (past 64) use threads; offsets, size, work and verdicts must not
+    """The greedy passes (past 16,384 buffers), auto's side pass, its local
+    search's rounds and the exact search (past 64) use threads; offsets, size, work and verdicts must not
     depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 3 + 2 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 3 + 2 + 1 + 12
+    assert results[0]["kv_realloc auto 500"][3] == "auto_search"
     assert results[0]["lognormal auto default"][3] == "peak_window"
     assert results[0]["bursty parts auto default"][3] == "time_sections"
     assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won

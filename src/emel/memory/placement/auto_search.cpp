@@ -656,35 +656,86 @@ bool AutoRun::exact_search() {
 }
 
 // Local search over greedy orders: re-place what sits on the peak first.
+// From round 2 on, a round moves one buffer at the top of the best answer
+// to a random earlier place in the best order, and its pass is given up
+// above the best end; the next round's order depends only on the best answer
+// and the generator, so where passes take one thread, two rounds run at once:
+// the second assumes the first is not taken, and is dropped (its generator
+// draws undone) where it is. The rounds taken, their answers and work are
+// those of one round after another; only the wall time changes.
 void AutoRun::local_search() {
     Rng rng;
-    for (uint64_t round = 0; worth_a_pass(); ++round) {
+    // Round 2 on: the best order with one buffer at the top moved earlier
+    // (nothing where no buffer reaches the top).
+    auto perturbed = [&](Rng& r, const std::vector<uint32_t>& top) {
+        std::vector<uint32_t> order = best_order_;
+        const uint32_t x = top[r.below(top.size())];
+        const auto at = std::find(order.begin(), order.end(), x) - order.begin();
+        const size_t to = r.below(static_cast<size_t>(at) + 1);
+        std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
+        return order;
+    };
+    // Counts a round's work, and keeps its answer where it is no larger
+    // (equal answers are kept: the walk goes on along the plateau).
+    auto take = [&](Placement&& p, std::vector<uint32_t>&& order) {
+        // Each round also builds an index and an order over every buffer.
+        work_ += p.work + kGreedyUnitsPerStep * 2 * b_.count();
+        if (p.abandoned || p.end > best_.end) return false;
+        p.method = "auto_search";
+        best_ = std::move(p);
+        best_order_ = std::move(order);
+        return true;
+    };
+    uint64_t round = 0;
+    for (; round < 2 && worth_a_pass(); ++round) {
         std::vector<uint32_t> order;
         if (round == 0) {
             order = order_by_offset(b_, best_);
             // An answer that came from no order stands for this one (sorted once).
             if (best_order_.empty()) best_order_ = order;
-        } else if (round == 1) {
-            order = moved_to_front(best_order_, peak_buffers(b_, best_));
         } else {
-            order = best_order_;
-            const auto top = peak_buffers(b_, best_);
-            if (top.empty() || order.size() < 2) break;
-            const uint32_t x = top[rng.below(top.size())];
-            const auto at = std::find(order.begin(), order.end(), x) - order.begin();
-            const size_t to = rng.below(static_cast<size_t>(at) + 1);
-            std::rotate(order.begin() + to, order.begin() + at, order.begin() + at + 1);
+            order = moved_to_front(best_order_, peak_buffers(b_, best_));
         }
-        // Equal answers are kept (the walk goes on along the plateau): given
-        // up only above the best.
         Placement p = greedy(order, Fit::Best, best_.end);
-        // Each round also builds an index and an order over every buffer.
-        work_ += p.work + kGreedyUnitsPerStep * 2 * b_.count();
-        if (!p.abandoned && p.end <= best_.end) {
-            p.method = "auto_search";
-            best_ = std::move(p);
-            best_order_ = std::move(order);
+        take(std::move(p), std::move(order));
+    }
+    if (round < 2 || best_order_.size() < 2) return;
+    std::unique_ptr<WorkerPool> pool;
+    if (placement_threads() >= 2 &&
+        (greedy_too_small_for_threads(b_, pass_) || greedy_runs_on_one_thread(b_, best_order_))) {
+        pool = std::make_unique<WorkerPool>(2);
+        if (pool->size() < 2) pool.reset();
+    }
+    while (worth_a_pass()) {
+        const auto top = peak_buffers(b_, best_);
+        if (top.empty()) break;
+        Rng after_first = rng;
+        std::vector<uint32_t> first = perturbed(after_first, top);
+        Placement first_p;
+        if (!pool) {
+            first_p = greedy(first, Fit::Best, best_.end);
+            rng = after_first;
+            take(std::move(first_p), std::move(first));
+            continue;
         }
+        Rng after_second = after_first;
+        std::vector<uint32_t> second = perturbed(after_second, top);
+        Placement second_p;
+        uint32_t first_overflow = kNoOverflow, second_overflow = kNoOverflow;
+        const uint64_t limit = best_.end;
+        pool->run([&](unsigned t) {
+            auto pass = [&](const std::vector<uint32_t>& order) {
+                return place_greedy(b_, order, Fit::Best, limit, pass_);
+            };
+            if (t == 0) first_p = unless_overflow([&] { return pass(first); }, first_overflow);
+            else second_p = unless_overflow([&] { return pass(second); }, second_overflow);
+        });
+        rng = after_first;
+        if (overflowed_ == kNoOverflow) overflowed_ = first_overflow;
+        if (take(std::move(first_p), std::move(first)) || !worth_a_pass()) continue;
+        rng = after_second;
+        if (overflowed_ == kNoOverflow) overflowed_ = second_overflow;
+        take(std::move(second_p), std::move(second));
     }
 }
 

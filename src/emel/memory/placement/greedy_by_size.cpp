@@ -267,9 +267,17 @@ Placement place_greedy_indexed(const Buffers& b, const std::vector<uint32_t>& or
 // one (docs/strategies.md §2).
 constexpr uint64_t kThreadsFromWork = 100'000'000;
 
+}  // namespace
+
+bool greedy_too_small_for_threads(const Buffers& b, uint64_t expected_work) {
+    return !in_batches(b) || expected_work < kThreadsFromWork;
+}
+
+namespace {
+
 // The threads of a pass in batches (null: one thread).
 std::unique_ptr<WorkerPool> pass_threads(const Buffers& b, uint64_t expected_work) {
-    if (!in_batches(b) || placement_threads() < 2 || expected_work < kThreadsFromWork) return nullptr;
+    if (greedy_too_small_for_threads(b, expected_work) || placement_threads() < 2) return nullptr;
     auto pool = std::make_unique<WorkerPool>(placement_threads());
     if (pool->size() < 2) return nullptr;
     return pool;

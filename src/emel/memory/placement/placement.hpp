@@ -130,6 +130,9 @@ Placement place_greedy_recorded(const Buffers& b, const std::vector<uint32_t>& o
 // (dense traces; judged on a sample of batches), or the pass is too small
 // or has partners to take in batches.
 bool greedy_runs_on_one_thread(const Buffers& b, const std::vector<uint32_t>& order);
+// Whether a place_greedy expected to cost `expected_work` runs on one thread
+// whatever its order: too small, or with partners, to take in batches.
+bool greedy_too_small_for_threads(const Buffers& b, uint64_t expected_work);
 // Whether a whole place_greedy in `order` takes the threads part by part:
 // a trace that falls apart in time, whose parts are placed at once, each on
 // its own (greedy_by_size.cpp; docs/strategies.md §2, "Time parts").
