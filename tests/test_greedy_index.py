@@ -382,6 +382,13 @@ for strategy in ("auto", "optimal"):
 # some 370 rounds.
 lower, upper, size = wt.generate("kv_realloc", 6000, 7)
 record("kv_realloc auto 500", mm.place(lower, upper, size, "auto", time_budget_ms=500), verdicts=False)
+# The neighbourhood search two attempts at once (two threads or more), the
+# second dropped where the first finds: 10 of 190 attempts find.
+from emel.memory import _core
+lower, upper, size = st.generate("uniform", 600, 0)
+r = _core._neighbourhoods(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 10**8)
+out["neighbourhoods"] = [hashlib.sha256(np.asarray(r["offsets"], np.uint64).tobytes()).hexdigest(), r["end"],
+                         r["work"], [list(a) for a in r["attempts"]]]
 # The exact search races its three preorders on a thread each past 64 buffers
 # (D: many decisions cut by the budget, searches cancelled by a faster one).
 for name in ("D", "G", "H", "K"):
@@ -395,12 +402,14 @@ print(json.dumps(out))
 
 def test_thread_count_changes_nothing():
     """The greedy passes (past 16,384 buffers), auto's side pass, its local
-    search's rounds and the exact search (past 64) use threads; offsets, size, work and verdicts must not
+    search's rounds, the neighbourhood search's attempts and the exact
+    search (past 64) use threads; offsets, size, work and verdicts must not
     depend on how many (one thread: no side pass)."""
     results = [_run_script(_RUN, EMEL_THREADS=threads) for threads in ("1", "2", "3")]
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 3 + 2 + 1 + 12
+    assert len(results[0]) == 6 + 2 + 2 + 2 + 3 + 1 + 1 + 3 + 2 + 1 + 1 + 12
     assert results[0]["kv_realloc auto 500"][3] == "auto_search"
+    assert sum(found for _, _, _, found in results[0]["neighbourhoods"][3]) >= 5
     assert results[0]["lognormal auto default"][3] == "peak_window"
     assert results[0]["bursty parts auto default"][3] == "time_sections"
     assert results[0]["near_clique 9 auto 50"][3] == "greedy_by_size"  # the side pass's answer won

@@ -28,6 +28,10 @@ constexpr unsigned kWidenings = 4;
 // such searches fail by spending their whole share (256·m²), whatever the
 // preorder (docs/strategies.md §5, "Window neighbourhoods").
 constexpr size_t kWideWindow = 1024;
+// improve_peak searches two neighbourhoods at once on instances of at least
+// this many buffers (two threads or more): below, a search costs less than
+// handing it to a thread.
+constexpr size_t kNeighboursAtOnceFrom = 256;
 // A neighbourhood's search gets at most this for m freed buffers: 256·m²
 // units, at least 2^16.
 uint64_t neighbourhood_share(uint64_t m) { return std::max<uint64_t>(uint64_t{1} << 16, 256 * m * m); }
@@ -47,9 +51,15 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     const Buffers& b = in.b;
     const size_t n = in.active.size();
     if (n < 2) return;
-    CanonicalSearch search(in);
-    std::vector<uint64_t> offsets;
-    std::vector<uint8_t> free(b.count(), 0);
+    // One neighbourhood: the buffers it frees, and its search's capacity,
+    // preorder, share and outcome.
+    struct Attempt {
+        std::vector<uint8_t> free;
+        uint64_t capacity = 0, share = 0, spent = 0;
+        int heuristic = 0;
+        Outcome outcome = Outcome::OutOfBudget;
+        std::vector<uint64_t> offsets;
+    };
     std::vector<std::pair<uint64_t, uint32_t>> ranked;  // (key, buffer): the lowest keys are freed
     Rng rng;
     size_t m = 16;
@@ -58,6 +68,75 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
     // The searched buffers by (offset, top) in the best placement, for
     // run_around to gather obstacles in order; sorted again when it changes.
     std::vector<uint32_t> by_offset;
+    // The buffers reaching above the best end minus one: they cannot stay.
+    std::vector<uint32_t> top;
+    // Marks what attempt `a` frees at (step, m), drawing from `r`.
+    auto choose = [&](Attempt& a, int at_step, size_t at_m, Rng& r) {
+        a.capacity = best.end - 1;
+        a.heuristic = at_step / 2;
+        ranked.clear();
+        if (at_step % 2 == 0) {
+            const uint64_t t = b.lower[top[r.below(top.size())]];
+            for (uint32_t x : in.active) {
+                const uint64_t distance = b.lower[x] > t ? b.lower[x] - t : b.upper[x] <= t ? t - b.upper[x] + 1 : 0;
+                ranked.emplace_back(distance, x);
+            }
+        } else {
+            for (uint32_t x : in.active) ranked.emplace_back(UINT64_MAX - (best.offset[x] + b.size[x]), x);
+        }
+        const size_t k = std::min(at_m, n);
+        std::nth_element(ranked.begin(), ranked.begin() + (k - 1), ranked.end());
+        a.free.assign(b.count(), 0);
+        for (size_t i = 0; i < k; ++i) a.free[ranked[i].second] = 1;
+        for (uint32_t x : top) a.free[x] = 1;
+        return k;
+    };
+    auto search_it = [&](CanonicalSearch& search, Attempt& a) {
+        a.spent = 0;
+        a.outcome = search.run_around(a.capacity, a.heuristic, a.share, a.free, best.offset, a.offsets, a.spent,
+                                      nullptr, nullptr, &by_offset);
+    };
+    // After a failure at (step, m): the next step, or false where a whole
+    // round through every size found nothing (another would search the same).
+    auto next_step = [&](int& at_step, size_t& at_m) {
+        if (++at_step < 2 * CanonicalSearch::kHeuristics) return true;
+        at_step = 0;
+        if (at_m >= n) return false;
+        at_m *= 2;
+        return true;
+    };
+    // Where two threads can be had, the attempt after this one is searched
+    // beside it, as if this one fails, wherever its share would come out
+    // whole even if this one spent all of its own; it is dropped (its draws
+    // undone) where this one succeeds. The attempts made, their answers and
+    // work are those of one after another.
+    CanonicalSearch search(in);
+    std::unique_ptr<CanonicalSearch> second_search;
+    std::unique_ptr<WorkerPool> pool;
+    if (placement_threads() >= 2 && n >= kNeighboursAtOnceFrom) {
+        pool = std::make_unique<WorkerPool>(2, n > kCallerStackLevels ? stack_bytes_for(n) : 0);
+        if (pool->size() < 2) pool.reset();
+        else second_search = std::make_unique<CanonicalSearch>(in);
+    }
+    Attempt current, ahead;
+    // Counts attempt `a` and takes its answer where it found one.
+    auto take = [&](Attempt& a) {
+        work += std::min(a.spent, a.share);  // as the race charges: a search stops within a child of its share
+        if (tried) {
+            const auto freed = static_cast<size_t>(std::count(a.free.begin(), a.free.end(), uint8_t{1}));
+            tried->push_back({freed, a.share, a.spent, a.outcome == Outcome::Found});
+        }
+        if (a.outcome != Outcome::Found) return false;
+        uint64_t end = 0;
+        for (uint32_t x : in.active) end = std::max(end, a.offsets[x] + b.size[x]);
+        best.offset = a.offsets;  // the rows outside the search at 0, as the ladder leaves them
+        best.end = end;
+        best.method = "neighbourhood_search";
+        by_offset.clear();
+        m = 16;
+        step = 0;
+        return true;
+    };
     while (best.end > lo && work - start < budget) {
         if (by_offset.empty()) {
             by_offset = in.active;
@@ -66,56 +145,43 @@ void improve_peak(const CanonicalInstance& in, Placement& best, uint64_t lo, uin
                 return ox != oy ? ox < oy : ox + b.size[x] < oy + b.size[y];
             });
         }
-        const uint64_t capacity = best.end - 1;
-        const int kind = step % 2, heuristic = step / 2;
-        // What reaches above the capacity cannot stay: always freed.
-        std::vector<uint32_t> top;
+        top.clear();
         for (uint32_t x : in.active)
-            if (best.offset[x] + b.size[x] > capacity) top.push_back(x);
+            if (best.offset[x] + b.size[x] > best.end - 1) top.push_back(x);
         if (top.empty()) return;  // the end is a row's outside the search: nothing here lowers it
-        ranked.clear();
-        if (kind == 0) {
-            const uint64_t t = b.lower[top[rng.below(top.size())]];
-            for (uint32_t x : in.active) {
-                const uint64_t distance = b.lower[x] > t ? b.lower[x] - t : b.upper[x] <= t ? t - b.upper[x] + 1 : 0;
-                ranked.emplace_back(distance, x);
-            }
-        } else {
-            for (uint32_t x : in.active) ranked.emplace_back(UINT64_MAX - (best.offset[x] + b.size[x]), x);
-        }
-        const size_t k = std::min(m, n);
-        std::nth_element(ranked.begin(), ranked.begin() + (k - 1), ranked.end());
-        std::fill(free.begin(), free.end(), 0);
-        for (size_t i = 0; i < k; ++i) free[ranked[i].second] = 1;
-        for (uint32_t x : top) free[x] = 1;
+        const size_t k = choose(current, step, m, rng);
         work += 4 * n;  // the ranking, its partial sort and the marks
         if (work - start >= budget) break;
-        const uint64_t share = std::min<uint64_t>(budget - (work - start), neighbourhood_share(k));
-        uint64_t spent = 0;
-        const Outcome r =
-            search.run_around(capacity, heuristic, share, free, best.offset, offsets, spent, nullptr, nullptr, &by_offset);
-        // As the race charges: a search stops within a child of its share.
-        work += std::min(spent, share);
-        if (tried) {
-            const auto freed = static_cast<size_t>(std::count(free.begin(), free.end(), uint8_t{1}));
-            tried->push_back({freed, share, spent, r == Outcome::Found});
+        current.share = std::min<uint64_t>(budget - (work - start), neighbourhood_share(k));
+        // The attempt after, as if this one fails.
+        int ahead_step = step;
+        size_t ahead_m = m;
+        Rng ahead_rng = rng;
+        bool searched_ahead = false;
+        if (pool && next_step(ahead_step, ahead_m)) {
+            const uint64_t ahead_share = neighbourhood_share(std::min(ahead_m, n));
+            if (work - start + current.share + 4 * n + ahead_share <= budget) {
+                choose(ahead, ahead_step, ahead_m, ahead_rng);
+                ahead.share = ahead_share;
+                searched_ahead = true;
+            }
         }
-        if (r == Outcome::Found) {
-            uint64_t end = 0;
-            for (uint32_t x : in.active) end = std::max(end, offsets[x] + b.size[x]);
-            best.offset = offsets;  // the rows outside the search at 0, as the ladder leaves them
-            best.end = end;
-            best.method = "neighbourhood_search";
-            by_offset.clear();
-            m = 16;
-            step = 0;
-            continue;
+        if (searched_ahead) {
+            pool->run([&](unsigned t) {
+                if (t == 0) search_it(search, current);
+                else search_it(*second_search, ahead);
+            });
+        } else {
+            search_it(search, current);
         }
-        if (++step == 2 * CanonicalSearch::kHeuristics) {
-            step = 0;
-            if (m >= n) return;  // a whole round found nothing
-            m *= 2;
-        }
+        if (take(current)) continue;
+        if (!next_step(step, m)) return;
+        if (!searched_ahead) continue;
+        // The loop's checks for the attempt ahead hold: the best is
+        // unchanged and the budget holds both shares.
+        rng = ahead_rng;
+        work += 4 * n;
+        if (!take(ahead) && !next_step(step, m)) return;
     }
 }
 
