@@ -226,7 +226,13 @@ class AutoRun {
     // Every pass after the first costs about what the first did (pass_):
     // a cheap one stays on one thread (place_greedy).
     Placement greedy(const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above) {
-        return unless_overflow([&] { return place_greedy(b_, order, fit, give_up_above, pass_); }, overflowed_);
+        return greedy_noting(order, fit, give_up_above, overflowed_);
+    }
+    // The same, the first buffer that overflows noted in `overflowed` (a
+    // pass on another thread notes its own, taken in turn).
+    Placement greedy_noting(const std::vector<uint32_t>& order, Fit fit, uint64_t give_up_above,
+                            uint32_t& overflowed) const {
+        return unless_overflow([&] { return place_greedy(b_, order, fit, give_up_above, pass_); }, overflowed);
     }
     bool room_for_a_pass() const { return work_ + pass_ <= work_budget_; }
     // At the bound nothing can be smaller: no pass is worth its work. The
@@ -665,8 +671,8 @@ bool AutoRun::exact_search() {
 // those of one round after another; only the wall time changes.
 void AutoRun::local_search() {
     Rng rng;
-    // Round 2 on: the best order with one buffer at the top moved earlier
-    // (nothing where no buffer reaches the top).
+    // Round 2 on: the best order with one of the buffers at the top, `top`,
+    // moved to an earlier place.
     auto perturbed = [&](Rng& r, const std::vector<uint32_t>& top) {
         std::vector<uint32_t> order = best_order_;
         const uint32_t x = top[r.below(top.size())];
@@ -724,11 +730,8 @@ void AutoRun::local_search() {
         uint32_t first_overflow = kNoOverflow, second_overflow = kNoOverflow;
         const uint64_t limit = best_.end;
         pool->run([&](unsigned t) {
-            auto pass = [&](const std::vector<uint32_t>& order) {
-                return place_greedy(b_, order, Fit::Best, limit, pass_);
-            };
-            if (t == 0) first_p = unless_overflow([&] { return pass(first); }, first_overflow);
-            else second_p = unless_overflow([&] { return pass(second); }, second_overflow);
+            if (t == 0) first_p = greedy_noting(first, Fit::Best, limit, first_overflow);
+            else second_p = greedy_noting(second, Fit::Best, limit, second_overflow);
         });
         rng = after_first;
         if (overflowed_ == kNoOverflow) overflowed_ = first_overflow;
