@@ -476,8 +476,7 @@ std::vector<uint64_t> part_peaks(const Buffers& b, const TimeParts& t) {
 // parts' work adds up to the whole pass's.
 std::optional<TimeParts> parts_for_threads(const Buffers& b, const std::vector<uint32_t>& order,
                                            uint64_t expected_work) {
-    if (b.count() < kParallelFrom || order.size() != b.count() || b.has_partners() || placement_threads() < 2 ||
-        expected_work < kThreadsFromWork)
+    if (greedy_too_small_for_threads(b, expected_work) || order.size() != b.count() || placement_threads() < 2)
         return std::nullopt;
     // A pass on one thread costs seconds: a sort to find its parts is
     // nothing beside it (the batches' passes take a second at 10^6 buffers).
