@@ -165,9 +165,7 @@ void bind_test_hooks(py::module_& m) {
     // For tests of the neighbourhood search around the peak (docs/strategies.md §5); not public API.
     m.def(
         "_neighbourhoods",
-        [](const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& lower,
-           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& upper,
-           const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& size, uint64_t budget) {
+        [](const U64Array& lower, const U64Array& upper, const U64Array& size, uint64_t budget) {
             const Buffers b = rows_as_buffers(lower, upper, size);
             Placement p;
             uint64_t start_end = 0, work = 0;
