@@ -12,7 +12,8 @@ offsets) must be the same from both.
 A case is ``instance:strategy[@budget_ms]``; ``default`` is auto with no time_budget_ms (the
 policy), ``auto@3000`` auto at 3,000 ms. Instances: the idealloc traces by name (S_1, Y_1,
 pangu_2.6B), MiniMalloc's challenging ones by letter, and the synthetic traces as
-``uniform-1M``, ``transformer-100k``, ``near_clique-20k`` (bench/synthetic_traces.py, seed 0), the
+``uniform-1M``, ``transformer-100k``, ``near_clique-20k`` (bench/synthetic_traces.py, seed 0;
+``bursty-100k-s32``: seed 32; ``bursty-100k-s0-c8``: 8 burst centers), the
 workload traces and perfect packings as ``family-buffers-sSEED`` (``pipeline_1f1b_noflush-21504-s3``,
 ``mixed-600-s0``; bench/workload_traces.py, bench/perfect_packing.py). The wall time is the
 place() call only (the instance is built first, untimed); cpu is the process's CPU time over
@@ -44,9 +45,15 @@ from peers import load_instances
 name, strategy = sys.argv[1], sys.argv[2]
 import workload_traces, perfect_packing, synthetic_traces
 fam, _, n = name.partition("-")
-if fam in synthetic_traces.ALL_FAMILIES:
+if fam in synthetic_traces.ALL_FAMILIES:  # family-buffers[-sSEED][-cCENTERS] (seed 0, bursty's 50 centers)
+    n, _, centers = n.partition("-c")
+    n, _, seed = n.partition("-s")
     n = int(float(n.replace("k", "e3").replace("M", "e6")))
-    inst = load_instances(["synthetic"], [name], [n], [fam], 0)[0]
+    if centers:
+        lower, upper, size = synthetic_traces.bursty(n, int(seed or 0), centers=int(centers))
+        inst = type("Instance", (), {"lower": lower, "upper": upper, "size": size})
+    else:
+        inst = load_instances(["synthetic"], [], [n], [fam], int(seed or 0))[0]
 elif fam in (*workload_traces.FAMILIES, "pipeline_1f1b_noflush", *perfect_packing.CUTS):  # family-buffers-sSEED
     size_, _, seed = n.partition("-s")
     if fam not in perfect_packing.CUTS:

@@ -8,6 +8,7 @@
 #include "numpy_convert.hpp"
 #include "emel/memory/placement/neighbourhood_search.hpp"
 #include "emel/memory/placement/placement.hpp"
+#include "emel/memory/placement/stab_index.hpp"
 
 #include <optional>
 #include <string>
@@ -162,6 +163,20 @@ void bind_test_hooks(py::module_& m) {
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("fit"), py::arg("limit"),
         "greedy by size (rows, alignment 1) as auto's closing pass takes it in time parts, given up past "
         "`limit`: whether a whole pass takes parts, and the answer (none where it failed).");
+    // For tests of the index a greedy pass takes (docs/strategies.md §2, "Crowds"); not public API.
+    m.def(
+        "_dense_index",
+        [](const U64Array& lower, const U64Array& upper, const U64Array& size) {
+            const Buffers b = rows_as_buffers(lower, upper, size);
+            switch (dense_index_for(b)) {
+                case DenseIndex::Stabs: return std::string("stabs");
+                case DenseIndex::Unions: return std::string("unions");
+                case DenseIndex::None: break;
+            }
+            return std::string("rows");
+        },
+        py::arg("lower"), py::arg("upper"), py::arg("size"),
+        "the index a greedy pass over these rows takes: 'stabs', 'unions' or 'rows'.");
     // For tests of the neighbourhood search around the peak (docs/strategies.md §5); not public API.
     m.def(
         "_neighbourhoods",

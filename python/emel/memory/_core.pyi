@@ -142,6 +142,9 @@ class PoolingAllocator:
     def stats(self) -> dict: ...
     def trim(self) -> None: ...
 
+def _dense_index(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64]) -> str:
+    """the index a greedy pass over these rows takes: 'stabs', 'unions' or 'rows'."""
+
 def _neighbourhoods(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], budget: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """improve_peak on rows (alignment 1) from first fit by size, with `budget` work units: the placement, the work charged and every neighbourhood searched, in turn, as (buffers freed, share, work done, found)."""
 
