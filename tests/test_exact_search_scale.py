@@ -200,7 +200,7 @@ def test_a_wide_window_that_failed_is_not_searched_again():
     lower, upper, size = synthetic_traces.bursty(10_000, 32)
     r = _core._windows(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 4000)
     failed_wide = set()
-    for frm, to, freed, found in r["windows"]:
+    for frm, to, freed, found, *_ in r["windows"]:
         if found:
             failed_wide.clear()
         elif freed > 1024:
@@ -209,6 +209,23 @@ def test_a_wide_window_that_failed_is_not_searched_again():
     assert failed_wide, r["windows"]  # the case arose
     first = mm.place(lower, upper, size, strategy="greedy_by_size", fit="first")
     assert r["end"] <= first.size
+    chk = peers.check_placement(lower, upper, size, r["offsets"], reported_size=r["end"])
+    assert chk.valid, chk.problems
+
+
+def test_a_wide_window_gets_at_most_a_wide_windows_share():
+    """Window neighbourhoods (docs/strategies.md §5): a window's search gets 256·m² units for its
+    m freed buffers, but at most 256·1,024² (268M) however many it frees: wide windows that find
+    something do so within that, and a failing one spends all it is given. Bursty starts, 10^4
+    buffers: the 1,109-buffer window fails having been charged 268M, not 256·1,109² (315M)."""
+    lower, upper, size = synthetic_traces.bursty(10_000, 32)
+    r = _core._windows(lower.astype(np.uint64), upper.astype(np.uint64), size.astype(np.uint64), 4000)
+    for frm, to, freed, found, share, charged in r["windows"]:
+        assert share <= max(1 << 16, 256 * min(freed, 1024) ** 2), (frm, to, freed)
+        assert charged <= share
+    wide_failed = [w for w in r["windows"] if w[2] > 1024 and not w[3]]
+    assert wide_failed, r["windows"]  # the case arose
+    assert all(w[5] == 256 * 1024**2 for w in wide_failed)  # spent all of it, and no more
     chk = peers.check_placement(lower, upper, size, r["offsets"], reported_size=r["end"])
     assert chk.valid, chk.problems
 

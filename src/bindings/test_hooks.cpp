@@ -88,7 +88,8 @@ void bind_test_hooks(py::module_& m) {
                 improve_by_windows(b, p, time_budget_ms * kWorkUnitsPerMs, work, &searched);
             }
             py::list windows;
-            for (const WindowSearched& w : searched) windows.append(py::make_tuple(w.from, w.to, w.freed, w.found));
+            for (const WindowSearched& w : searched)
+                windows.append(py::make_tuple(w.from, w.to, w.freed, w.found, w.share, w.charged));
             py::dict out;
             out["offsets"] = to_numpy(p.offset);
             out["end"] = p.end;
@@ -98,7 +99,7 @@ void bind_test_hooks(py::module_& m) {
         },
         py::arg("lower"), py::arg("upper"), py::arg("size"), py::arg("time_budget_ms"),
         "improve_by_windows on rows (alignment 1) from first fit by size: the placement, its work and every "
-        "window searched, in turn, as (from, to, buffers freed, found).");
+        "window searched, in turn, as (from, to, buffers freed, found, share, work charged for its search).");
 
     // For tests of the exact search by time sections (docs/strategies.md §5); not public API.
     m.def(

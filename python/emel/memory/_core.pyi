@@ -158,7 +158,7 @@ def _sections(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upp
     """place_by_sections on rows (alignment 1) from first fit by size, components searched whole up to `search_whole_up_to` rows, larger ones rolled through in sections of about `section_rows`."""
 
 def _windows(lower: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], upper: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], size: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], time_budget_ms: typing.SupportsInt | typing.SupportsIndex) -> dict:
-    """improve_by_windows on rows (alignment 1) from first fit by size: the placement, its work and every window searched, in turn, as (from, to, buffers freed, found)."""
+    """improve_by_windows on rows (alignment 1) from first fit by size: the placement, its work and every window searched, in turn, as (from, to, buffers freed, found, share, work charged for its search)."""
 
 def cbor_dumps(value: object) -> bytes:
     """Canonical CBOR (RFC 8949 §4.2.1) written by the C++ core."""

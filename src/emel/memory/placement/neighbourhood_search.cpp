@@ -35,6 +35,12 @@ constexpr size_t kNeighboursAtOnceFrom = 256;
 // A neighbourhood's search gets at most this for m freed buffers: 256·m²
 // units, at least 2^16.
 uint64_t neighbourhood_share(uint64_t m) { return std::max<uint64_t>(uint64_t{1} << 16, 256 * m * m); }
+// A window's search gets a neighbourhood's share for its freed buffers, at
+// most a wide window's: those that found something did so within 211M units
+// (20-211M, 4-28% of their share), and those that fail spend all of it
+// (a window of 1,933 buffers: 956M units, a second on one thread;
+// docs/strategies.md §5, "Window neighbourhoods").
+uint64_t window_share(uint64_t m) { return neighbourhood_share(std::min<uint64_t>(m, kWideWindow)); }
 // Large neighbourhood search from a placement: a few buffers around its
 // peak are freed, everything else stays where it is, and the exact search
 // places the freed ones again under the best end minus one, into any hole
@@ -383,7 +389,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
         const uint64_t freed = job.freed_rows.size();
         if (c.work - start + job.costs.build + freed * job.crossing.size() >= budget) return false;
         c.work += job.costs.build + freed * job.crossing.size();
-        job.share = std::min<uint64_t>(budget - (c.work - start), neighbourhood_share(freed));
+        job.share = std::min<uint64_t>(budget - (c.work - start), window_share(freed));
         job.heuristic = static_cast<int>(c.failures % CanonicalSearch::kHeuristics);
         job.capacity = end - 1;
         return true;
@@ -454,7 +460,7 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
                     }
                     build(ahead);
                     ahead.ran = false;
-                    if (charge(next, ahead) && ahead.share == neighbourhood_share(ahead.freed_rows.size()))
+                    if (charge(next, ahead) && ahead.share == window_share(ahead.freed_rows.size()))
                         search_window(ahead, true, &ahead_go);
                 });
             } else {
@@ -463,7 +469,9 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             if (!job.ran) break;  // no stack deep enough for it
         }
         c.work += std::min(job.spent, job.share);
-        if (searched) searched->push_back({job.from, job.to, job.freed_rows.size(), job.outcome == Outcome::Found});
+        if (searched)
+            searched->push_back({job.from, job.to, job.freed_rows.size(), job.outcome == Outcome::Found, job.share,
+                                 std::min(job.spent, job.share)});
         if (job.outcome == Outcome::Found) {
             for (size_t k = 0; k < job.freed_rows.size(); ++k) best.offset[job.freed_rows[k]] = job.offsets[k];
             moved = true;

@@ -257,6 +257,7 @@ struct WindowSearched {
     uint64_t from, to;
     size_t freed;
     bool found;
+    uint64_t share, charged;  // the search's share and the work charged for it
 };
 void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint64_t& work,
                         std::vector<WindowSearched>* searched = nullptr);
