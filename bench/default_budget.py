@@ -16,6 +16,11 @@ Instances the policy was not designed on: ``--held-out`` takes the seeded groups
 bench/workload_traces.py), which no constant of the policy was chosen on:
 
     python bench/default_budget.py --held-out --seed 7
+
+The default call's wall time over more shapes and seeds (the issue's 2 s up to 10^5 buffers):
+
+    python bench/default_budget.py --groups synthetic --budgets default \\
+        --families bursty,lognormal,uniform_long,uniform --sizes 8000,16000,50000,100000 --seeds 0-2
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import sys
 import time
 
 from _common import print_table, write_json  # bench/, the script's own folder
-from peers import load_instances
+from peers import load_instances, parse_seeds
 
 GROUPS = ("challenging", "idealloc", "synthetic")
 HELD_OUT_GROUPS = ("synthetic", "perfect", "workloads")
@@ -52,6 +57,9 @@ def main(argv=None):
     ap.add_argument("--names", default="", help="only these instances (e.g. S_1,D,uniform-10k)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes")
     ap.add_argument("--seed", type=int, default=0, help="seed of the seeded groups")
+    ap.add_argument("--seeds", default="", help="several seeds of the seeded groups (e.g. 0-2 or 0,5); overrides --seed")
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="synthetic families (bench/synthetic_traces.py: e.g. bursty,lognormal,uniform_long)")
     ap.add_argument("--held-out", action="store_true",
                     help=f"the seeded groups ({', '.join(HELD_OUT_GROUPS)}) at --seed, unless --groups is given")
     ap.add_argument("--perfect-sizes", default=",".join(map(str, PERFECT_SIZES)))
@@ -65,12 +73,18 @@ def main(argv=None):
     names = [n for n in args.names.split(",") if n]
     groups = args.groups.split(",") if args.groups else list(HELD_OUT_GROUPS if args.held_out else GROUPS)
     ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
-    instances = load_instances(groups, names, ints(args.sizes), FAMILIES, args.seed,
-                               perfect_sizes=ints(args.perfect_sizes), workload_sizes=ints(args.workload_sizes),
-                               workload_seeds=[args.seed])
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    families = [f for f in args.families.split(",") if f]
+    instances = []  # (label, instance): the seeded groups once per seed, named with it when there are several
+    for k, seed in enumerate(seeds):
+        for inst in load_instances([g for g in groups if k == 0 or g in HELD_OUT_GROUPS], names, ints(args.sizes),
+                                   families, seed, perfect_sizes=ints(args.perfect_sizes),
+                                   workload_sizes=ints(args.workload_sizes), workload_seeds=[seed]):
+            seeded = inst.group in HELD_OUT_GROUPS and len(seeds) > 1 and inst.group != "workloads"
+            instances.append((f"{inst.label}-s{seed}" if seeded else inst.label, inst))
     rows = []
-    for inst in instances:
-        row = {"instance": inst.label, "buffers": len(inst.size), "bound": inst.bound, "runs": {}}
+    for name, inst in instances:
+        row = {"instance": name, "buffers": len(inst.size), "bound": inst.bound, "runs": {}}
         for b in budgets:
             kw = {} if b is None else {"time_budget_ms": b}
             t0 = time.perf_counter()
@@ -78,7 +92,7 @@ def main(argv=None):
             wall = time.perf_counter() - t0
             row["runs"][label(b)] = {"size": p.size, "ratio": p.size / inst.bound, "wall_s": wall,
                                      "work": p.work, "method": p.method, "optimal": p.optimal}
-            print(f"{inst.label:28s} {label(b):>8s} {p.size / inst.bound:.5f} {wall:6.2f} s "
+            print(f"{name:28s} {label(b):>8s} {p.size / inst.bound:.5f} {wall:6.2f} s "
                   f"{p.method}{' (optimal)' if p.optimal else ''}", flush=True)
         if "default" in row["runs"] and "4000" in row["runs"]:
             row["default_over_4000"] = row["runs"]["default"]["size"] / row["runs"]["4000"]["size"]
@@ -102,6 +116,11 @@ def main(argv=None):
     worst = max((f["vs4000"] for f in flat if f["vs4000"] is not None), default=None)
     if worst is not None:
         print(f"\nworst default / 4000: {worst:.4f} (target: at most 1.005)")
+    if "default" in [label(b) for b in budgets]:
+        slow = [f for f in flat if f["t_default"] > 2.0 and f["buffers"] <= 10**5]
+        print(f"default over 2 s (up to 10^5 buffers; the target: none): {len(slow)} of "
+              f"{sum(f['buffers'] <= 10**5 for f in flat)}" + "".join(f"\n  {f['instance']} {f['t_default']:.2f} s"
+                                                             for f in slow))
     print(f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} (wall times are noisy on a shared machine)")
     write_json("default_budget", {"command": "python bench/default_budget.py " + " ".join(argv or sys.argv[1:]),
                                   "budgets": [label(b) for b in budgets],

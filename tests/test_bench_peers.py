@@ -182,3 +182,19 @@ def test_perfect_seeds_name_each_cut_and_its_seed():
     assert "seed=3" in many[1].source
     one = peers.load_instances(["perfect"], [], [], [], 4, [100])    # --seed's cut keeps the bare name
     assert [i.name for i in one] == ["guillotine-100", "pinwheel-100", "mixed-100"] and "seed=4" in one[0].source
+
+
+def test_default_budget_names_each_seed_and_counts_the_slow(tmp_path, capsys):
+    """bench/default_budget.py --seeds runs the seeded groups once per seed, each row named with
+    its seed, on the families asked, and counts the default calls over 2 s."""
+    mm = pytest.importorskip("emel.memory")
+    import json
+    import default_budget
+    out = tmp_path / "db.json"
+    default_budget.main(["--groups", "synthetic", "--families", "bursty", "--sizes", "1200", "--seeds", "0-1",
+                         "--budgets", "default", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["instance"] for r in rows] == ["synthetic/bursty-1200-s0", "synthetic/bursty-1200-s1"]
+    lower, upper, size = synthetic_traces.bursty(1200, 1)
+    assert rows[1]["runs"]["default"]["size"] == mm.place(lower, upper, size).size
+    assert "default over 2 s (up to 10^5 buffers; the target: none): " in capsys.readouterr().out
