@@ -358,10 +358,11 @@ class StabIndex {
 // its buffers crowd around a few instants, else UnionIndex where they live
 // long (lives_long()) and each with kUnionIndexFromConflicts others or more,
 // else rows (None). Both need 1,024 buffers and no live zero-size one. A
-// crowd of 1/32 of the buffers lives together, so a crowded instance has,
-// on average, some n/43 conflicts per buffer: the sample (a cheap pass,
-// made once for both rules) rules out the others before the stabs are
-// looked for (sorts of the buffers).
+// crowd of 1/32 of the buffers lives together, so an instance with half of
+// its buffers in crowds has, on average, at least some n/64 conflicts per
+// buffer: the sample (a cheap pass, made once for both rules) rules out the
+// others before the stabs are looked for (sorts of the buffers). One just
+// at half may be sampled below that and keep rows: the same placement.
 enum class DenseIndex { None, Unions, Stabs };
 inline DenseIndex dense_index_for(const Buffers& b) {
     if (b.count() < kUnionIndexFrom || has_live_zero_size(b)) return DenseIndex::None;
