@@ -75,12 +75,16 @@ def main(argv=None):
     ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     families = [f for f in args.families.split(",") if f]
-    instances = []  # (label, instance): the seeded groups once per seed, named with it when there are several
+    # (label, instance): the seeded groups once per seed, named with it when there are several (the
+    # workload traces and, with perfect_seeds, the cuts are named so by load_instances; the synthetic
+    # traces here)
+    instances = []
     for k, seed in enumerate(seeds):
         for inst in load_instances([g for g in groups if k == 0 or g in HELD_OUT_GROUPS], names, ints(args.sizes),
                                    families, seed, perfect_sizes=ints(args.perfect_sizes),
-                                   workload_sizes=ints(args.workload_sizes), workload_seeds=[seed]):
-            seeded = inst.group in HELD_OUT_GROUPS and len(seeds) > 1 and inst.group != "workloads"
+                                   workload_sizes=ints(args.workload_sizes), workload_seeds=[seed],
+                                   perfect_seeds=[seed] if len(seeds) > 1 else None):
+            seeded = len(seeds) > 1 and inst.group == "synthetic"
             instances.append((f"{inst.label}-s{seed}" if seeded else inst.label, inst))
     rows = []
     for name, inst in instances:
@@ -116,7 +120,7 @@ def main(argv=None):
     worst = max((f["vs4000"] for f in flat if f["vs4000"] is not None), default=None)
     if worst is not None:
         print(f"\nworst default / 4000: {worst:.4f} (target: at most 1.005)")
-    if "default" in [label(b) for b in budgets]:
+    if None in budgets:  # the default call
         slow = [f for f in flat if f["t_default"] > 2.0 and f["buffers"] <= 10**5]
         print(f"default over 2 s (up to 10^5 buffers; the target: none): {len(slow)} of "
               f"{sum(f['buffers'] <= 10**5 for f in flat)}" + "".join(f"\n  {f['instance']} {f['t_default']:.2f} s"

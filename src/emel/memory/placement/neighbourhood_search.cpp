@@ -468,10 +468,11 @@ void improve_by_windows(const Buffers& b, Placement& best, uint64_t budget, uint
             }
             if (!job.ran) break;  // no stack deep enough for it
         }
-        c.work += std::min(job.spent, job.share);
+        const uint64_t charged = std::min(job.spent, job.share);
+        c.work += charged;
         if (searched)
-            searched->push_back({job.from, job.to, job.freed_rows.size(), job.outcome == Outcome::Found, job.share,
-                                 std::min(job.spent, job.share)});
+            searched->push_back(
+                {job.from, job.to, job.freed_rows.size(), job.outcome == Outcome::Found, job.share, charged});
         if (job.outcome == Outcome::Found) {
             for (size_t k = 0; k < job.freed_rows.size(); ++k) best.offset[job.freed_rows[k]] = job.offsets[k];
             moved = true;
